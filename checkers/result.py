@@ -1,0 +1,78 @@
+"""The verdict's shape: what checkers return and what results.json holds.
+
+results.json (written by ``harness``/``checkers``, read by ``reports``)::
+
+    {
+      "valid": true | false | "unknown",
+      "checker": {"engine": "spark" | "reference", "master": "local[2]", "seconds": 12.3},
+      "errors": ["<checker name>: <error text>", ...],     # crashes -> valid "unknown"
+      "anomalies": {
+        "<type>": {                       # every type below is always present
+          "count": 3,
+          "allowed": false,
+          "reason": null,                 # why it is allowed, when allowed
+          "description": "one sentence on what it means",
+          "witnesses": [ {WITNESS}, ... ] # at most ``max_witnesses`` (default 20)
+        }, ...
+      },
+      "unclean_elections": [ {"partition": 0, "time": ns, "index": i,
+                              "from_leader": 1, "to_leader": 3, "epoch": 7,
+                              "last_isr": [1], "lost_writes": 18,
+                              "inconsistent_offsets": 0}, ... ],
+      "stats": {
+        "ops": {"send": {"ok": 10, "fail": 0, "info": 2}, "poll": {...}},
+        "acknowledged": 1234, "read": 1200, "drain_complete": true,
+        "availability": [{"second": 0, "ok": 10, "fail": 0, "info": 0}, ...],
+        "realtime_lag": {"p50_ms": 3.1, "p99_ms": 40.0, "max_ms": 120.0}
+      }
+    }
+
+A WITNESS is a dict with ``partition``, ``offsets`` (list), ``values`` (list)
+and ``ops``: a list of history ops (each with index, time, process, type, f,
+value, error, node) that show the anomaly; plus ``context``: the faults
+active at that time (nemesis ops not yet healed: f and value) and the last
+sample of that partition's leader/ISR/epoch before the first witness op.
+
+Anomaly types (DESIGN.md section 4): inconsistent-offset, duplicate,
+nonlinearizable-offset, nonmonotonic-send, nonmonotonic-poll, poll-skip,
+lost-write, unseen, phantom-write, unclean-election.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Verdict = bool | Literal["unknown"]
+
+ANOMALY_TYPES = (
+    "inconsistent-offset",
+    "duplicate",
+    "nonlinearizable-offset",
+    "nonmonotonic-send",
+    "nonmonotonic-poll",
+    "poll-skip",
+    "lost-write",
+    "unseen",
+    "phantom-write",
+    "unclean-election",
+)
+
+
+@dataclass
+class CheckResult:
+    valid: Verdict
+    anomalies: dict[str, dict[str, Any]] = field(default_factory=dict)
+    stats: dict[str, Any] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    unclean_elections: list[dict[str, Any]] = field(default_factory=list)
+    checker: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "valid": self.valid,
+            "checker": self.checker,
+            "errors": self.errors,
+            "anomalies": self.anomalies,
+            "unclean_elections": self.unclean_elections,
+            "stats": self.stats,
+        }

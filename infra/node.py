@@ -1,0 +1,109 @@
+"""The Node protocol: the one door through which kchaos touches a machine.
+
+Brokers, nemeses and log collection only ever call these methods, so the same
+code drives Docker containers, SSH hosts and (for unit tests) the local host.
+Commands are argument vectors; the only place a vector becomes a shell string
+is ``shell_join`` below, used by backends that must hand a string to a shell.
+"""
+from __future__ import annotations
+
+import shlex
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, Sequence, runtime_checkable
+
+from infra.errors import NodeCommandError, NodeUnreachable
+
+DEFAULT_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    exit: int
+    out: str
+    err: str
+
+    @property
+    def ok(self) -> bool:
+        return self.exit == 0
+
+
+@runtime_checkable
+class Node(Protocol):
+    """A machine that runs one broker. ``name`` is n1..nN, ``address`` its IP."""
+
+    name: str
+    address: str
+
+    def run(
+        self,
+        argv: Sequence[str],
+        stdin: bytes | None = None,
+        check: bool = True,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        env: dict[str, str] | None = None,
+        detach: bool = False,
+    ) -> CommandResult:
+        """Run ``argv`` as root. ``detach`` starts it in the background and returns at once."""
+        ...
+
+    def put(self, local: Path, remote: str) -> None:
+        """Copy a local file to an absolute path on the node, creating parent folders."""
+        ...
+
+    def get(self, remote: str, local: Path) -> None:
+        """Copy a file from the node to a local path."""
+        ...
+
+
+def shell_join(argv: Sequence[str]) -> str:
+    return " ".join(shlex.quote(str(a)) for a in argv)
+
+
+def checked(node_name: str, argv: Sequence[str], result: CommandResult, check: bool) -> CommandResult:
+    """Raise NodeCommandError for a failed command when the caller asked for success."""
+    if check and result.exit != 0:
+        raise NodeCommandError(node_name, list(map(str, argv)), result.exit, result.out, result.err)
+    return result
+
+
+class LocalNode:
+    """This host as a Node, through subprocess: for unit tests of node-level logic."""
+
+    def __init__(self, name: str = "local", address: str = "127.0.0.1", root: Path | None = None):
+        self.name = name
+        self.address = address
+        # Files are placed under ``root`` so tests never write to the real /.
+        self.root = root
+
+    def _path(self, remote: str) -> Path:
+        return Path(remote) if self.root is None else self.root / remote.lstrip("/")
+
+    def run(self, argv, stdin=None, check=True, timeout=DEFAULT_TIMEOUT_S, env=None, detach=False):
+        argv = [str(a) for a in argv]
+        if detach:
+            subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True, env=env)
+            return CommandResult(0, "", "")
+        try:
+            proc = subprocess.run(argv, input=stdin, capture_output=True, timeout=timeout, env=env)
+        except FileNotFoundError as exc:
+            return checked(self.name, argv, CommandResult(127, "", str(exc)), check)
+        except subprocess.TimeoutExpired as exc:
+            raise NodeUnreachable(f"{self.name}: {shell_join(argv)} timed out after {timeout:.0f}s") from exc
+        result = CommandResult(proc.returncode, proc.stdout.decode(errors="replace"),
+                               proc.stderr.decode(errors="replace"))
+        return checked(self.name, argv, result, check)
+
+    def put(self, local: Path, remote: str) -> None:
+        dest = self._path(remote)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(Path(local).read_bytes())
+
+    def get(self, remote: str, local: Path) -> None:
+        src = self._path(remote)
+        if not src.exists():
+            raise NodeCommandError(self.name, ["get", remote], 1, "", f"{remote}: no such file")
+        Path(local).parent.mkdir(parents=True, exist_ok=True)
+        Path(local).write_bytes(src.read_bytes())
