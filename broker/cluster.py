@@ -1,0 +1,191 @@
+"""A Kafka cluster as a set of brokers on nodes: bring-up and cluster views.
+
+Leaders and ISRs come from the admin API; the active KRaft controller comes
+from each node's ``quorum-state`` file (KRaft's metadata response names a
+random broker as "controller", not the quorum leader), read through Node.run.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from broker.config import BROKER_PORT, DATA_DIR, broker_id, new_cluster_id
+from broker.lifecycle import Broker, BrokerSettings
+from infra.errors import BrokerNotReady, KchaosError, UsageError
+from infra.node import Node
+
+log = logging.getLogger(__name__)
+
+QUORUM_STATE = f"{DATA_DIR}/__cluster_metadata-0/quorum-state"
+
+
+class TopicError(KchaosError):
+    """A topic could not be created or described."""
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    partition: int
+    leader: int | None
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    epoch: int | None = None
+
+
+def _parallel(fn, items: Iterable):
+    items = list(items)
+    with ThreadPoolExecutor(max_workers=max(1, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
+class KafkaCluster:
+    def __init__(self, nodes: Sequence[Node], settings: BrokerSettings | None = None):
+        self.nodes = list(nodes)
+        self.settings = settings or BrokerSettings()
+        self.brokers = {n.name: Broker(n, self.settings) for n in self.nodes}
+
+    # -- addresses ---------------------------------------------------------
+    def bootstrap(self, names: Sequence[str] | None = None) -> str:
+        return ",".join(f"{n.address}:{BROKER_PORT}" for n in self.nodes if names is None or n.name in names)
+
+    def node(self, name_or_id: str | int) -> Node:
+        name = f"n{name_or_id}" if isinstance(name_or_id, int) else name_or_id
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise UsageError(f"no node {name!r} in this cluster ({', '.join(n.name for n in self.nodes)})")
+
+    def broker(self, name_or_id: str | int) -> Broker:
+        return self.brokers[self.node(name_or_id).name]
+
+    # -- lifecycle ---------------------------------------------------------
+    def setup(self, cluster_id: str | None = None, timeout_s: float = 120.0) -> str:
+        """Configure, format and start every broker, then wait for readiness."""
+        cluster_id = cluster_id or new_cluster_id()
+        voters = [(n.name, n.address) for n in self.nodes]
+
+        def prepare(b: Broker) -> None:
+            b.configure(voters)
+            b.format(cluster_id)
+
+        _parallel(prepare, self.brokers.values())
+        _parallel(lambda b: b.start(), self.brokers.values())
+        self.wait_ready(timeout_s)
+        return cluster_id
+
+    def wait_ready(self, timeout_s: float = 120.0, names: Sequence[str] | None = None,
+                   previous_starts: dict[str, int] | None = None) -> None:
+        """Each broker logged that it started, and the admin API lists every broker."""
+        names = list(names) if names else [n.name for n in self.nodes]
+        deadline = time.monotonic() + timeout_s
+        _parallel(lambda name: self.brokers[name].wait_started(
+            timeout_s, (previous_starts or {}).get(name, 0)), names)
+        want = {broker_id(n.name) for n in self.nodes}
+        seen: set[int] = set()
+        while time.monotonic() < deadline:
+            try:
+                seen = self.live_broker_ids()
+            except Exception as exc:  # admin client errors while brokers register
+                log.debug("metadata not ready: %s", exc)
+            if want <= seen:
+                return
+            time.sleep(0.5)
+        missing = sorted(want - seen)
+        tails = "; ".join(f"n{i}: {self.broker(i).log_tail()}" for i in missing)
+        raise BrokerNotReady(f"brokers {missing} never registered with the cluster after {timeout_s:.0f}s: {tails}")
+
+    def restart(self, name: str, timeout_s: float = 90.0) -> None:
+        b = self.brokers[name]
+        starts = b.started_count()
+        b.resume()
+        b.start()
+        b.wait_started(timeout_s, starts)
+
+    def teardown(self) -> None:
+        _parallel(lambda b: b.kill(), self.brokers.values())
+
+    def collect_logs(self, dest: Path) -> None:
+        _parallel(lambda b: b.collect_logs(dest / b.name), self.brokers.values())
+
+    # -- admin API -----------------------------------------------------------
+    def admin(self, timeout_s: float = 5.0):
+        from confluent_kafka.admin import AdminClient
+        return AdminClient({"bootstrap.servers": self.bootstrap(), "socket.timeout.ms": int(timeout_s * 1000),
+                            "request.timeout.ms" if False else "socket.connection.setup.timeout.ms": int(timeout_s * 1000),
+                            "log_level": 0, "logger": _quiet_logger()})
+
+    def live_broker_ids(self, admin=None) -> set[int]:
+        md = (admin or self.admin()).list_topics(timeout=5)
+        return set(md.brokers)
+
+    def create_topic(self, topic: str, partitions: int, replication_factor: int,
+                     config: dict[str, str] | None = None, timeout_s: float = 60.0) -> None:
+        from confluent_kafka.admin import NewTopic
+        if replication_factor > len(self.nodes):
+            raise UsageError(f"replication factor {replication_factor} is above the node count {len(self.nodes)}")
+        admin = self.admin()
+        fut = admin.create_topics([NewTopic(topic, partitions, replication_factor,
+                                            config={k: str(v) for k, v in (config or {}).items()})],
+                                  operation_timeout=30)[topic]
+        try:
+            fut.result(timeout=timeout_s)
+        except Exception as exc:
+            if "TOPIC_ALREADY_EXISTS" not in str(exc):
+                raise TopicError(f"creating topic {topic!r}: {exc}") from exc
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            states = self.partition_states(topic, admin)
+            if len(states) == partitions and all(s.leader is not None and s.leader >= 0 for s in states):
+                return
+            time.sleep(0.3)
+        raise TopicError(f"topic {topic!r} has partitions without a leader after {timeout_s:.0f}s")
+
+    def partition_states(self, topic: str, admin=None) -> list[PartitionState]:
+        md = (admin or self.admin()).list_topics(topic=topic, timeout=5)
+        t = md.topics.get(topic)
+        if t is None or t.error is not None and "UNKNOWN_TOPIC" in str(t.error):
+            return []
+        out = []
+        for p in sorted(t.partitions.values(), key=lambda p: p.id):
+            leader = p.leader if p.leader is not None and p.leader >= 0 else None
+            out.append(PartitionState(p.id, leader, tuple(sorted(p.isrs)), tuple(p.replicas),
+                                      getattr(p, "leader_epoch", None)))
+        return out
+
+    def leaders(self, topic: str) -> dict[int, int | None]:
+        return {s.partition: s.leader for s in self.partition_states(topic)}
+
+    def isr(self, topic: str) -> dict[int, tuple[int, ...]]:
+        return {s.partition: s.isr for s in self.partition_states(topic)}
+
+    def quorum_states(self) -> dict[str, dict]:
+        """Each reachable node's view of the KRaft quorum (leaderId, leaderEpoch)."""
+        def read(node: Node) -> tuple[str, dict | None]:
+            try:
+                res = node.run(["cat", QUORUM_STATE], check=False, timeout=5)
+                return node.name, json.loads(res.out) if res.exit == 0 and res.out.strip() else None
+            except Exception:
+                return node.name, None
+        return {name: st for name, st in _parallel(read, self.nodes) if st}
+
+    def active_controller(self) -> int | None:
+        """The quorum leader with the highest epoch any node knows, if it is alive."""
+        best: tuple[int, int] | None = None
+        for st in self.quorum_states().values():
+            leader, epoch = st.get("leaderId", -1), st.get("leaderEpoch", -1)
+            if leader is not None and leader >= 0 and (best is None or epoch > best[1]):
+                best = (leader, epoch)
+        if best is None:
+            return None
+        return best[0] if self.broker(best[0]).is_running() else None
+
+
+def _quiet_logger():
+    """librdkafka logs connection errors to stderr by default; route them to logging."""
+    lg = logging.getLogger("kchaos.librdkafka")
+    return lg

@@ -1,0 +1,69 @@
+"""server.properties for a combined (broker + controller) KRaft node.
+
+Static voters, so formatting needs no extra flags and the quorum is known up
+front. Every property can be overridden from the run config.
+"""
+from __future__ import annotations
+
+import base64
+import random
+import uuid
+from typing import Mapping, Sequence
+
+BROKER_PORT = 9092
+CONTROLLER_PORT = 9093
+DATA_DIR = "/var/lib/kafka/data"
+LOG_DIR = "/var/log/kafka"
+CONFIG_PATH = "/etc/kafka/server.properties"
+FAKETIME_FILE = "/etc/kchaos/faketime"
+
+
+def broker_id(node_name: str) -> int:
+    """n1 -> 1: node names and broker ids are the same numbering."""
+    return int(node_name.lstrip("n"))
+
+
+def new_cluster_id(rng: random.Random | None = None) -> str:
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding."""
+    raw = (rng or random.Random()).getrandbits(128).to_bytes(16, "big") if rng else uuid.uuid4().bytes
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def render_properties(node_name: str, address: str, voters: Sequence[tuple[str, str]],
+                      overrides: Mapping[str, object] | None = None) -> str:
+    """``voters`` is every (node name, address) in the cluster."""
+    n = len(voters)
+    props: dict[str, object] = {
+        "process.roles": "broker,controller",
+        "node.id": broker_id(node_name),
+        "controller.quorum.voters": ",".join(f"{broker_id(v)}@{a}:{CONTROLLER_PORT}" for v, a in voters),
+        "listeners": f"PLAINTEXT://{address}:{BROKER_PORT},CONTROLLER://{address}:{CONTROLLER_PORT}",
+        # Addresses, not names: the harness host cannot resolve n1..nN.
+        "advertised.listeners": f"PLAINTEXT://{address}:{BROKER_PORT}",
+        "controller.listener.names": "CONTROLLER",
+        "inter.broker.listener.name": "PLAINTEXT",
+        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+        "log.dirs": DATA_DIR,
+        "num.partitions": 1,
+        "default.replication.factor": min(3, n),
+        "offsets.topic.replication.factor": min(3, n),
+        "offsets.topic.num.partitions": 3,
+        "transaction.state.log.replication.factor": min(3, n),
+        "transaction.state.log.min.isr": min(2, n),
+        "transaction.state.log.num.partitions": 3,
+        "group.initial.rebalance.delay.ms": 0,
+        "auto.create.topics.enable": "false",
+        "unclean.leader.election.enable": "false",
+        "num.network.threads": 2,
+        "num.io.threads": 4,
+        "log.segment.bytes": 16 * 1024 * 1024,
+    }
+    for key, value in (overrides or {}).items():
+        props[key] = value
+    lines = ["# written by kchaos"]
+    for key in sorted(props):
+        value = props[key]
+        if isinstance(value, bool):
+            value = "true" if value else "false"
+        lines.append(f"{key}={value}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,178 @@
+"""One broker's life on one node, entirely through the Node interface.
+
+The broker is not the node's main process (containers run ``sleep``; SSH
+hosts run sshd), so it can be killed, paused and restarted in place.
+"""
+from __future__ import annotations
+
+import logging
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Mapping, Sequence
+
+from broker.config import CONFIG_PATH, DATA_DIR, FAKETIME_FILE, LOG_DIR, render_properties
+from infra.errors import BrokerNotReady, NodeCommandError
+from infra.node import Node, shell_join
+
+log = logging.getLogger(__name__)
+
+KAFKA_HOME = "/opt/kafka"
+STDOUT_LOG = f"{LOG_DIR}/kafka.out"
+SERVER_LOG = f"{LOG_DIR}/server.log"
+PROCESS_PATTERN = "kafka[.]Kafka " + CONFIG_PATH
+READY_LINE = "Kafka Server started"
+FAKETIME_LIBS = "/usr/lib/*/faketime/libfaketimeMT.so.1"
+
+
+@dataclass
+class BrokerSettings:
+    heap: str = "512m"
+    properties: dict[str, object] = field(default_factory=dict)
+    # Features given to StorageTool format, e.g. {"eligible.leader.replicas.version": 0}.
+    features: dict[str, int] = field(default_factory=dict)
+
+
+def _java(node_classpath: str, main: str, *args: str, heap: str = "256m") -> list[str]:
+    return ["java", f"-Xmx{heap}", "-Xss1m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+            f"-Dlog4j2.configurationFile={KAFKA_HOME}/config/log4j2.xml", f"-Dkafka.logs.dir={LOG_DIR}",
+            "-cp", node_classpath, main, *args]
+
+
+class Broker:
+    def __init__(self, node: Node, settings: BrokerSettings | None = None):
+        self.node = node
+        self.settings = settings or BrokerSettings()
+
+    @property
+    def name(self) -> str:
+        return self.node.name
+
+    def configure(self, voters: Sequence[tuple[str, str]], overrides: Mapping[str, object] | None = None) -> str:
+        text = render_properties(self.node.name, self.node.address, voters,
+                                 {**self.settings.properties, **(overrides or {})})
+        with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as tmp:
+            tmp.write(text)
+        self.node.put(Path(tmp.name), CONFIG_PATH)
+        Path(tmp.name).unlink()
+        self.node.run(["mkdir", "-p", DATA_DIR, LOG_DIR, str(Path(FAKETIME_FILE).parent)])
+        self.node.run(["sh", "-c", f"test -f {FAKETIME_FILE} || echo +0s > {FAKETIME_FILE}"])
+        return text
+
+    def format(self, cluster_id: str) -> None:
+        args = ["format", "-t", cluster_id, "-c", CONFIG_PATH, "--ignore-formatted"]
+        for feature, level in sorted(self.settings.features.items()):
+            args += ["--feature", f"{feature}={level}"]
+        self.node.run(_java(f"{KAFKA_HOME}/lib/*", "kafka.tools.StorageTool", *args), timeout=120)
+
+    def wipe(self) -> None:
+        self.node.run(["sh", "-c", f"rm -rf {DATA_DIR}/* {LOG_DIR}/*"])
+
+    def start(self) -> None:
+        if self.pid() is not None:
+            return
+        libs = self.node.run(["sh", "-c", f"ls {FAKETIME_LIBS} 2>/dev/null | head -n1"], check=False).out.strip()
+        env = {"KAFKA_HEAP": self.settings.heap}
+        preload = ""
+        if libs:
+            # Neutral until the clock nemesis writes an offset; the monotonic clock is never
+            # faked. Without FORCE_MONOTONIC_FIX=0, Debian's libfaketime 0.9.10 makes the
+            # JVM's timed waits spin (every thread busy, KRaft never elects a leader).
+            preload = (f"LD_PRELOAD={libs} FAKETIME_TIMESTAMP_FILE={FAKETIME_FILE} "
+                       "FAKETIME_CACHE_DURATION=1 DONT_FAKE_MONOTONIC=1 FAKETIME_FORCE_MONOTONIC_FIX=0 ")
+        java = ["java", f"-Xmx{self.settings.heap}", f"-Xms{self.settings.heap}", "-XX:+UseG1GC",
+                "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
+                f"-Dlog4j2.configurationFile={KAFKA_HOME}/config/log4j2.xml", f"-Dkafka.logs.dir={LOG_DIR}",
+                "-cp", f"{KAFKA_HOME}/lib/*", "kafka.Kafka", CONFIG_PATH]
+        script = f"echo \"--- start $(date -u +%FT%TZ)\" >> {STDOUT_LOG}; exec env {preload}{shell_join(java)} >> {STDOUT_LOG} 2>&1"
+        self.node.run(["setsid", "sh", "-c", script], detach=True, env=env)
+        deadline = time.monotonic() + 10
+        while self.pid() is None:
+            if time.monotonic() > deadline:
+                raise BrokerNotReady(f"{self.name}: broker JVM did not start: {self.log_tail(STDOUT_LOG)}")
+            time.sleep(0.2)
+
+    def pid(self) -> int | None:
+        res = self.node.run(["pgrep", "-f", PROCESS_PATTERN], check=False)
+        pids = [int(p) for p in res.out.split() if p.isdigit()]
+        return pids[0] if pids else None
+
+    def process_state(self) -> str | None:
+        """ps state letter: S/R running, T stopped (paused), Z zombie; None if gone."""
+        pid = self.pid()
+        if pid is None:
+            return None
+        res = self.node.run(["ps", "-o", "stat=", "-p", str(pid)], check=False)
+        return res.out.strip()[:1] or None
+
+    def is_running(self) -> bool:
+        return self.process_state() not in (None, "Z")
+
+    def signal(self, sig: str) -> bool:
+        """Send a signal to the broker JVM; False if it was not running."""
+        return self.node.run(["pkill", f"-{sig}", "-f", PROCESS_PATTERN], check=False).exit == 0
+
+    def kill(self, wait_s: float = 15.0) -> bool:
+        killed = self.signal("KILL")
+        self._wait_gone(wait_s)
+        return killed
+
+    def stop(self, wait_s: float = 30.0) -> None:
+        self.signal("CONT")  # a paused JVM cannot act on SIGTERM
+        if self.signal("TERM") and not self._wait_gone(wait_s):
+            self.kill()
+
+    def pause(self) -> bool:
+        return self.signal("STOP")
+
+    def resume(self) -> bool:
+        return self.signal("CONT")
+
+    def _wait_gone(self, wait_s: float) -> bool:
+        deadline = time.monotonic() + wait_s
+        while time.monotonic() < deadline:
+            if not self.is_running():
+                return True
+            time.sleep(0.2)
+        return False
+
+    def log_tail(self, path: str = SERVER_LOG, lines: int = 5) -> str:
+        res = self.node.run(["tail", "-n", str(lines), path], check=False)
+        return " | ".join(l.strip() for l in res.out.splitlines() if l.strip()) or "(log empty)"
+
+    def started_count(self) -> int:
+        """How many times the server log says the broker finished starting."""
+        res = self.node.run(["sh", "-c", f"grep -c '{READY_LINE}' {SERVER_LOG} 2>/dev/null || true"], check=False)
+        try:
+            return int(res.out.strip() or 0)
+        except ValueError:
+            return 0
+
+    def wait_started(self, timeout_s: float = 90.0, previous_starts: int = 0) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.started_count() > previous_starts:
+                return
+            if not self.is_running():
+                raise BrokerNotReady(f"{self.name}: broker exited before it was ready; log tail: "
+                                     f"{self.log_tail(STDOUT_LOG)} {self.log_tail()}")
+            time.sleep(0.5)
+        raise BrokerNotReady(f"{self.name}: broker not ready after {timeout_s:.0f}s; log tail: {self.log_tail()}")
+
+    def log_files(self) -> list[str]:
+        res = self.node.run(["sh", "-c", f"ls {LOG_DIR}/* {CONFIG_PATH} {FAKETIME_FILE} 2>/dev/null"], check=False)
+        return [p for p in res.out.split() if p]
+
+    def collect_logs(self, dest: Path) -> list[Path]:
+        """Copy every broker log and its config into dest (a folder per node)."""
+        dest.mkdir(parents=True, exist_ok=True)
+        copied = []
+        for remote in self.log_files():
+            local = dest / Path(remote).name
+            try:
+                self.node.get(remote, local)
+                copied.append(local)
+            except NodeCommandError as exc:
+                log.warning("could not collect %s from %s: %s", remote, self.name, exc)
+        return copied

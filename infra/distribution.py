@@ -1,0 +1,127 @@
+"""Kafka from Maven Central, resolved with mvn into a versioned cache folder.
+
+The broker and its command-line tools are plain jars; we need no tarball.
+Logging is missing from the POMs (DESIGN.md section 6), so the log4j2 runtime
+pieces are added and a log4j2 config is shipped beside the jars.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from infra.errors import KafkaVersionNotFound, KchaosError
+
+DEFAULT_KAFKA_VERSION = "4.3.1"  # newest 4.x whose kafka-tools resolves too (4.4.0 lacks it)
+LOG4J_VERSION = "2.24.3"
+_VERSION_RE = re.compile(r"^\d+\.\d+\.\d+([.-][A-Za-z0-9]+)*$")
+
+POM_TEMPLATE = """<?xml version="1.0" encoding="UTF-8"?>
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>kchaos</groupId>
+  <artifactId>kafka-dist</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{v}</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>{v}</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>{log4j}</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>{log4j}</version></dependency>
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-api</artifactId><version>{log4j}</version></dependency>
+  </dependencies>
+</project>
+"""
+
+LOG4J2_CONFIG = """<?xml version="1.0" encoding="UTF-8"?>
+<Configuration status="WARN">
+  <Appenders>
+    <RollingFile name="server" fileName="${sys:kafka.logs.dir}/server.log"
+                 filePattern="${sys:kafka.logs.dir}/server.log.%i">
+      <PatternLayout pattern="[%d] %p %m (%c)%n"/>
+      <Policies><SizeBasedTriggeringPolicy size="100 MB"/></Policies>
+      <DefaultRolloverStrategy max="3"/>
+    </RollingFile>
+  </Appenders>
+  <Loggers>
+    <Logger name="kafka.controller" level="TRACE"/>
+    <Logger name="state.change.logger" level="INFO"/>
+    <Logger name="org.apache.kafka.controller" level="INFO"/>
+    <Logger name="org.apache.kafka.raft" level="INFO"/>
+    <Root level="INFO"><AppenderRef ref="server"/></Root>
+  </Loggers>
+</Configuration>
+"""
+
+
+def cache_root() -> Path:
+    base = os.environ.get("KCHAOS_CACHE") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME", os.path.expanduser("~/.cache")), "kchaos")
+    return Path(base)
+
+
+@dataclass(frozen=True)
+class KafkaDistribution:
+    version: str
+    root: Path  # holds lib/*.jar and config/log4j2.xml
+
+    @property
+    def lib(self) -> Path:
+        return self.root / "lib"
+
+    @property
+    def log4j_config(self) -> Path:
+        return self.root / "config" / "log4j2.xml"
+
+    def digest(self) -> str:
+        """A hash of the jar names and sizes: part of the node image's tag."""
+        h = hashlib.sha256()
+        for jar in sorted(self.lib.glob("*.jar")):
+            h.update(f"{jar.name}:{jar.stat().st_size}\n".encode())
+        h.update(LOG4J2_CONFIG.encode())
+        return h.hexdigest()[:12]
+
+
+def validate_version(version: str) -> str:
+    if not _VERSION_RE.match(version):
+        raise KafkaVersionNotFound(f"Kafka version {version!r} is not a version number like 4.4.0")
+    return version
+
+
+def resolve_kafka(version: str = DEFAULT_KAFKA_VERSION, cache: Path | None = None) -> KafkaDistribution:
+    """Return the cached distribution, resolving it with mvn on first use."""
+    validate_version(version)
+    root = (cache or cache_root()) / "kafka" / version
+    done = root / ".complete"
+    dist = KafkaDistribution(version, root)
+    if done.exists():
+        return dist
+    if shutil.which("mvn") is None:
+        raise KchaosError("mvn is not installed; run the set-up (./kchaos) or apt-get install maven")
+    work = root.with_name(version + ".partial")
+    shutil.rmtree(work, ignore_errors=True)
+    (work / "lib").mkdir(parents=True)
+    (work / "config").mkdir()
+    (work / "pom.xml").write_text(POM_TEMPLATE.format(v=version, log4j=LOG4J_VERSION))
+    proc = subprocess.run(
+        ["mvn", "-B", "-q", "-U", "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
+         "-DincludeScope=runtime", f"-DoutputDirectory={work / 'lib'}"],
+        capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        text = proc.stdout + proc.stderr
+        shutil.rmtree(work, ignore_errors=True)
+        if "Could not find artifact" in text or "was not found in" in text:
+            raise KafkaVersionNotFound(
+                f"Kafka version {version} does not resolve from Maven Central "
+                f"(org.apache.kafka:kafka_2.13:{version}); try {DEFAULT_KAFKA_VERSION}")
+        last = [l for l in text.splitlines() if "ERROR" in l][:1] or text.splitlines()[-1:]
+        raise KchaosError(f"mvn failed to fetch Kafka {version}: {last[0] if last else 'no output'}")
+    (work / "config" / "log4j2.xml").write_text(LOG4J2_CONFIG)
+    (work / ".complete").write_text(version)
+    shutil.rmtree(root, ignore_errors=True)
+    work.rename(root)
+    return dist

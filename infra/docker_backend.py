@@ -1,0 +1,256 @@
+"""Nodes as Docker containers on one ``internal`` network per cluster.
+
+Everything created carries the ``kchaos`` label plus the cluster name and the
+creating process's pid, so ``clean`` can find leftovers of a harness that was
+killed, and a new run can sweep the leftovers of dead runs without touching
+clusters that are still in use.
+"""
+from __future__ import annotations
+
+import io
+import ipaddress
+import logging
+import os
+import tarfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from infra.engine import docker_client
+from infra.errors import ClusterNotFound, NodeUnreachable, UsageError
+from infra.node import DEFAULT_TIMEOUT_S, CommandResult, checked
+
+log = logging.getLogger(__name__)
+
+LABEL = "kchaos"
+LABEL_CLUSTER = "kchaos.cluster"
+LABEL_PID = "kchaos.pid"
+LABEL_KEEP = "kchaos.keep"
+SUBNET_POOL = ipaddress.ip_network("10.77.0.0/16")
+MAX_NODES = 7
+
+
+class DockerNode:
+    """One container. Commands run through ``docker exec`` as root."""
+
+    def __init__(self, container, name: str, address: str):
+        self._container = container
+        self.name = name
+        self.address = address
+
+    def run(self, argv: Sequence[str], stdin: bytes | None = None, check: bool = True,
+            timeout: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None,
+            detach: bool = False) -> CommandResult:
+        import docker.errors
+        argv = [str(a) for a in argv]
+        full = argv
+        if stdin is not None:
+            tmp = f"/tmp/.kchaos-stdin-{os.getpid()}-{time.monotonic_ns()}"
+            self._put_bytes(stdin, tmp)
+            from infra.node import shell_join
+            full = ["sh", "-c", f"{shell_join(argv)} < {tmp}; rc=$?; rm -f {tmp}; exit $rc"]
+        if not detach:
+            # No timeout in the exec API: coreutils' timeout inside the node enforces it.
+            full = ["timeout", "-k", "5", str(max(1, int(timeout))), *full]
+        try:
+            res = self._container.exec_run(full, demux=True, environment=env, detach=detach)
+        except docker.errors.NotFound as exc:
+            raise NodeUnreachable(f"{self.name}: container is gone") from exc
+        except docker.errors.APIError as exc:
+            raise NodeUnreachable(f"{self.name}: {exc.explanation or exc}") from exc
+        if detach:
+            return CommandResult(0, "", "")
+        out, err = res.output if res.output else (b"", b"")
+        result = CommandResult(res.exit_code if res.exit_code is not None else -1,
+                               (out or b"").decode(errors="replace"), (err or b"").decode(errors="replace"))
+        if result.exit == 124:
+            result = CommandResult(124, result.out, result.err + f"\ntimed out after {timeout:.0f}s")
+        return checked(self.name, argv, result, check)
+
+    def _put_bytes(self, data: bytes, remote: str) -> None:
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo(os.path.basename(remote))
+            info.size = len(data)
+            info.mode = 0o644
+            info.mtime = int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+        parent = os.path.dirname(remote) or "/"
+        self.run(["mkdir", "-p", parent])
+        self._container.put_archive(parent, buf.getvalue())
+
+    def put(self, local: Path, remote: str) -> None:
+        self._put_bytes(Path(local).read_bytes(), remote)
+
+    def get(self, remote: str, local: Path) -> None:
+        import docker.errors
+        try:
+            stream, _ = self._container.get_archive(remote)
+        except docker.errors.NotFound as exc:
+            from infra.errors import NodeCommandError
+            raise NodeCommandError(self.name, ["get", remote], 1, "", f"{remote}: no such file") from exc
+        buf = io.BytesIO(b"".join(stream))
+        with tarfile.open(fileobj=buf) as tar:
+            member = tar.next()
+            if member is None or not member.isfile():
+                from infra.errors import NodeCommandError
+                raise NodeCommandError(self.name, ["get", remote], 1, "", f"{remote}: not a regular file")
+            data = tar.extractfile(member).read()
+        Path(local).parent.mkdir(parents=True, exist_ok=True)
+        Path(local).write_bytes(data)
+
+    def __repr__(self) -> str:
+        return f"DockerNode({self.name}, {self.address})"
+
+
+@dataclass
+class DockerCluster:
+    name: str
+    network: str
+    subnet: str
+    nodes: list[DockerNode]
+
+
+def _network_name(cluster: str) -> str:
+    return f"kchaos-{cluster}"
+
+
+def _container_name(cluster: str, node: str) -> str:
+    return f"kchaos-{cluster}-{node}"
+
+
+def _used_subnets() -> list[ipaddress.IPv4Network]:
+    used = []
+    for net in docker_client().networks.list():
+        for cfg in (net.attrs.get("IPAM") or {}).get("Config") or []:
+            if cfg.get("Subnet"):
+                try:
+                    used.append(ipaddress.ip_network(cfg["Subnet"], strict=False))
+                except ValueError:
+                    pass
+    # Host routes too: a subnet that shadows a real route would misroute traffic.
+    try:
+        import subprocess
+        out = subprocess.run(["ip", "-4", "route"], capture_output=True, text=True).stdout
+        for line in out.splitlines():
+            dest = line.split()[0]
+            if "/" in dest:
+                used.append(ipaddress.ip_network(dest, strict=False))
+    except (OSError, ValueError):
+        pass
+    return used
+
+
+def _free_subnet() -> ipaddress.IPv4Network:
+    used = _used_subnets()
+    for candidate in SUBNET_POOL.subnets(new_prefix=24):
+        if not any(candidate.overlaps(u) for u in used):
+            return candidate
+    raise UsageError(f"no free /24 left in {SUBNET_POOL} for a new cluster network; run kchaos clean")
+
+
+def create_cluster(name: str, image: str, n: int, keep: bool = False) -> DockerCluster:
+    """Make the network and n containers; the broker is not started here."""
+    if not 1 <= n <= MAX_NODES:
+        raise UsageError(f"node count must be between 1 and {MAX_NODES}, got {n}")
+    client = docker_client()
+    if client.networks.list(filters={"label": f"{LABEL_CLUSTER}={name}"}):
+        raise UsageError(f"a cluster named {name!r} already exists; run `kchaos cluster down --name {name}` "
+                         "or `kchaos clean`")
+    labels = {LABEL: "1", LABEL_CLUSTER: name, LABEL_PID: str(os.getpid()), LABEL_KEEP: "1" if keep else "0"}
+    import docker.types
+    subnet = _free_subnet()
+    hosts = list(subnet.hosts())
+    ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=str(subnet), gateway=str(hosts[0]))])
+    network = client.networks.create(_network_name(name), driver="bridge", internal=True, ipam=ipam,
+                                     labels=labels, check_duplicate=True)
+    nodes = []
+    for i in range(1, n + 1):
+        node_name = f"n{i}"
+        address = str(hosts[10 + i - 1])  # .11, .12, ...
+        api = client.api
+        # Created straight on the internal network: never on the default bridge,
+        # not even for a moment, so a node has no route off this machine.
+        created = api.create_container(
+            image, name=_container_name(name, node_name), hostname=node_name, labels=labels,
+            detach=True,
+            host_config=api.create_host_config(cap_add=["NET_ADMIN"], network_mode=network.name,
+                                               mem_limit="1500m"),
+            networking_config=api.create_networking_config({
+                network.name: api.create_endpoint_config(ipv4_address=address, aliases=[node_name])}))
+        container = client.containers.get(created["Id"])
+        container.start()
+        nodes.append(DockerNode(container, node_name, address))
+    return DockerCluster(name, network.name, str(subnet), nodes)
+
+
+def attach_cluster(name: str) -> DockerCluster:
+    """Find a running cluster by name (for `cluster status`, `nemesis`, ...)."""
+    client = docker_client()
+    nets = client.networks.list(filters={"label": f"{LABEL_CLUSTER}={name}"})
+    if not nets:
+        raise ClusterNotFound(f"no kchaos cluster named {name!r} is running; start one with `kchaos cluster up`")
+    net = client.networks.get(nets[0].id)
+    subnet = net.attrs["IPAM"]["Config"][0]["Subnet"]
+    containers = client.containers.list(all=True, filters={"label": f"{LABEL_CLUSTER}={name}"})
+    nodes = []
+    for c in containers:
+        address = c.attrs["NetworkSettings"]["Networks"][net.name]["IPAddress"]
+        nodes.append(DockerNode(c, c.attrs["Config"]["Hostname"], address))
+    nodes.sort(key=lambda node: int(node.name[1:]))
+    return DockerCluster(name, net.name, subnet, nodes)
+
+
+def list_clusters() -> list[str]:
+    nets = docker_client().networks.list(filters={"label": LABEL})
+    return sorted({n.attrs["Labels"].get(LABEL_CLUSTER, "?") for n in (docker_client().networks.get(x.id) for x in nets)})
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def destroy(cluster: str | None = None, only_dead_owners: bool = False) -> tuple[int, int]:
+    """Remove containers and networks of one cluster, or of all kchaos clusters.
+
+    With ``only_dead_owners``, spare clusters that are kept on purpose
+    (``cluster up`` / ``--keep-cluster``) or whose creating process still lives.
+    Returns (containers removed, networks removed).
+    """
+    import docker.errors
+    client = docker_client()
+    flt = {"label": f"{LABEL_CLUSTER}={cluster}"} if cluster else {"label": LABEL}
+
+    def doomed(labels: dict[str, str]) -> bool:
+        if not only_dead_owners:
+            return True
+        if labels.get(LABEL_KEEP) == "1":
+            return False
+        try:
+            return not _pid_alive(int(labels.get(LABEL_PID, "0")))
+        except ValueError:
+            return True
+
+    n_containers = n_networks = 0
+    for c in client.containers.list(all=True, filters=flt):
+        if doomed(c.labels):
+            try:
+                c.remove(force=True)
+                n_containers += 1
+            except docker.errors.NotFound:
+                pass
+    for net in client.networks.list(filters=flt):
+        if doomed(net.attrs.get("Labels") or {}):
+            try:
+                client.networks.get(net.id).remove()
+                n_networks += 1
+            except docker.errors.NotFound:
+                pass
+    return n_containers, n_networks
