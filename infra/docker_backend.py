@@ -11,6 +11,8 @@ import io
 import ipaddress
 import logging
 import os
+import random
+import re
 import tarfile
 import time
 from dataclasses import dataclass
@@ -142,29 +144,53 @@ def _used_subnets() -> list[ipaddress.IPv4Network]:
     return used
 
 
-def _free_subnet() -> ipaddress.IPv4Network:
+def _free_subnet(skip: int = 0) -> ipaddress.IPv4Network:
     used = _used_subnets()
-    for candidate in SUBNET_POOL.subnets(new_prefix=24):
-        if not any(candidate.overlaps(u) for u in used):
-            return candidate
+    free = [c for c in SUBNET_POOL.subnets(new_prefix=24) if not any(c.overlaps(u) for u in used)]
+    if free:
+        return free[min(skip, len(free) - 1)]
     raise UsageError(f"no free /24 left in {SUBNET_POOL} for a new cluster network; run kchaos clean")
+
+
+def validate_node_count(n: int) -> int:
+    if not isinstance(n, int) or not 1 <= n <= MAX_NODES:
+        raise UsageError(f"node count must be between 1 and {MAX_NODES}, got {n}")
+    return n
+
+
+def validate_cluster_name(name: str) -> str:
+    if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,39}", name or ""):
+        raise UsageError(f"cluster name {name!r} must be 1-40 lowercase letters, digits, '.', '_' or '-'")
+    return name
 
 
 def create_cluster(name: str, image: str, n: int, keep: bool = False) -> DockerCluster:
     """Make the network and n containers; the broker is not started here."""
-    if not 1 <= n <= MAX_NODES:
-        raise UsageError(f"node count must be between 1 and {MAX_NODES}, got {n}")
+    validate_node_count(n)
+    validate_cluster_name(name)
     client = docker_client()
     if client.networks.list(filters={"label": f"{LABEL_CLUSTER}={name}"}):
         raise UsageError(f"a cluster named {name!r} already exists; run `kchaos cluster down --name {name}` "
                          "or `kchaos clean`")
     labels = {LABEL: "1", LABEL_CLUSTER: name, LABEL_PID: str(os.getpid()), LABEL_KEEP: "1" if keep else "0"}
+    import docker.errors
     import docker.types
-    subnet = _free_subnet()
-    hosts = list(subnet.hosts())
-    ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=str(subnet), gateway=str(hosts[0]))])
-    network = client.networks.create(_network_name(name), driver="bridge", internal=True, ipam=ipam,
-                                     labels=labels, check_duplicate=True)
+    network = subnet = None
+    for attempt in range(20):
+        # Another session may take the same free /24 between our look and our create.
+        subnet = _free_subnet(skip=attempt)
+        hosts = list(subnet.hosts())
+        ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=str(subnet), gateway=str(hosts[0]))])
+        try:
+            network = client.networks.create(_network_name(name), driver="bridge", internal=True, ipam=ipam,
+                                             labels=labels, check_duplicate=True)
+            break
+        except docker.errors.APIError as exc:
+            if "overlap" not in str(exc).lower():
+                raise
+            time.sleep(random.random() * 0.5)
+    if network is None:
+        raise UsageError("could not find a free subnet for the cluster network; run kchaos clean")
     nodes = []
     for i in range(1, n + 1):
         node_name = f"n{i}"

@@ -23,7 +23,7 @@ class DockerUnavailable(KchaosError):
     """No Docker engine answers and none could be started."""
 
 
-class KafkaVersionNotFound(KchaosError):
+class KafkaVersionNotFound(UsageError):
     """The requested Kafka version does not resolve from Maven Central."""
 
 

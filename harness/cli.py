@@ -1,0 +1,152 @@
+"""The ``kchaos`` command.
+
+User mistakes and infrastructure failures are KchaosErrors: one line on
+stderr and the error's exit code (64 usage, 3 harness/infrastructure).
+Run verdicts map to 0 valid, 1 invalid, 2 unknown.
+"""
+from __future__ import annotations
+
+import logging
+import sys
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from infra.distribution import DEFAULT_KAFKA_VERSION
+from infra.errors import KchaosError, UsageError
+
+EXIT_USAGE = 64
+console = Console()
+err_console = Console(stderr=True)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def app() -> None:
+    """Jepsen-style fault-injection runs against real Apache Kafka clusters."""
+
+
+@app.group("cluster")
+def cluster_group() -> None:
+    """Bring a cluster up by hand, inspect it, take it down."""
+
+
+def parse_props(pairs: tuple[str, ...] | list[str] | None) -> dict[str, str]:
+    props = {}
+    for pair in pairs or []:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--broker-prop takes KEY=VALUE, got {pair!r}")
+        props[key.strip()] = value.strip()
+    return props
+
+
+name_option = click.option("--name", default="default", show_default=True, help="Cluster name.")
+
+
+@cluster_group.command("up")
+@click.option("--nodes", "-n", type=int, default=3, show_default=True, help="Number of brokers (1-7).")
+@click.option("--kafka-version", default=DEFAULT_KAFKA_VERSION, show_default=True, help="Kafka release from Maven Central.")
+@name_option
+@click.option("--base-image", default=None, help="Use this local image instead of a debootstrap base.")
+@click.option("--broker-prop", multiple=True, help="server.properties override KEY=VALUE (repeatable).")
+def cluster_up_cmd(nodes: int, kafka_version: str, name: str, base_image: str | None, broker_prop: tuple[str, ...]) -> None:
+    """Start a cluster and leave it running (until `kchaos cluster down`)."""
+    from broker.lifecycle import BrokerSettings
+    from harness.cluster import cluster_up
+    settings = BrokerSettings(properties=parse_props(broker_prop))
+    with err_console.status(f"bringing up {nodes} Kafka {kafka_version} brokers"):
+        handle = cluster_up(name, nodes, kafka_version, base_image, settings, keep=True)
+    console.print(soft_wrap=True, *[f"cluster [bold]{name}[/] up in {handle.timings['total_s']:.1f}s; "
+                  f"bootstrap servers: {handle.kafka.bootstrap()}"])
+
+
+@cluster_group.command("status")
+@name_option
+@click.option("--topic", default=None, help="Show only this topic's partitions.")
+def cluster_status_cmd(name: str, topic: str | None) -> None:
+    """Brokers, the active controller, and each partition's leader and ISR."""
+    from harness.cluster import cluster_attach
+    kafka = cluster_attach(name).kafka
+    controller = kafka.active_controller()
+    try:
+        live = kafka.live_broker_ids()
+    except Exception:
+        live = set()
+    table = Table(title=f"cluster {name}")
+    for col in ("node", "address", "broker", "process", "registered", "controller"):
+        table.add_column(col)
+    for node in kafka.nodes:
+        bid = int(node.name[1:])
+        state = {None: "down", "T": "paused", "Z": "down"}.get(kafka.brokers[node.name].process_state(), "running")
+        table.add_row(node.name, node.address, str(bid), state, "yes" if bid in live else "no",
+                      "active" if controller == bid else "")
+    console.print(table)
+    try:
+        md = kafka.admin().list_topics(timeout=5)
+    except Exception as exc:
+        console.print(f"topics unavailable: {exc}")
+        return
+    topics = [topic] if topic else sorted(t for t in md.topics if not t.startswith("__"))
+    if topics:
+        pt = Table(title="partitions")
+        for col in ("topic", "partition", "leader", "isr", "replicas"):
+            pt.add_column(col)
+        for t in topics:
+            for s in kafka.partition_states(t):
+                pt.add_row(t, str(s.partition), str(s.leader), ",".join(map(str, s.isr)),
+                           ",".join(map(str, s.replicas)))
+        console.print(pt)
+
+
+@cluster_group.command("down")
+@name_option
+def cluster_down_cmd(name: str) -> None:
+    """Remove the cluster's containers and network."""
+    from harness.cluster import cluster_down
+    containers, networks = cluster_down(name)
+    console.print(f"removed {containers} containers and {networks} networks")
+
+
+@app.command("clean")
+def clean_cmd() -> None:
+    """Remove every container, network and firewall chain kchaos ever made."""
+    from harness.cluster import clean_all
+    containers, networks = clean_all()
+    console.print(f"removed {containers} containers and {networks} networks")
+
+
+def _register_optional_commands() -> None:
+    """Commands contributed by other packages: each module has ``register(app)``."""
+    import importlib
+    for module in ("harness.run_cli", "nemesis.cli"):
+        try:
+            mod = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if exc.name != module:
+                raise
+            continue
+        mod.register(app)
+
+
+def main(argv: list[str] | None = None) -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    _register_optional_commands()
+    try:
+        rv = app.main(args=argv, prog_name="kchaos", standalone_mode=False)
+        sys.exit(rv if isinstance(rv, int) else 0)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        err_console.print("kchaos: interrupted")
+        sys.exit(130)
+    except click.UsageError as exc:
+        err_console.print(f"kchaos: usage error: {exc.format_message()}", highlight=False, soft_wrap=True)
+        sys.exit(EXIT_USAGE)
+    except KchaosError as exc:
+        err_console.print(f"kchaos: error: {exc}", highlight=False, soft_wrap=True)
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,43 @@
+"""Shared fixtures: a real Kafka cluster in real containers.
+
+One 3-node cluster per test session (per xdist worker), named after the pid so
+concurrent sessions never collide; tests that break it must repair it.
+"""
+from __future__ import annotations
+
+import os
+import uuid
+
+import pytest
+
+
+def pytest_configure(config):
+    os.environ.setdefault("KCHAOS_LOG_LEVEL", "WARNING")
+
+
+@pytest.fixture(scope="session")
+def kafka_cluster():
+    from harness.cluster import cluster_down, cluster_up
+    name = f"t{os.getpid()}"
+    handle = cluster_up(name, nodes=3)
+    try:
+        yield handle
+    finally:
+        cluster_down(name)
+
+
+@pytest.fixture
+def topic_name() -> str:
+    return f"t-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture
+def heal_cluster(kafka_cluster):
+    """Restart any broker a test killed or paused, and wait until all are registered."""
+    yield kafka_cluster
+    kafka = kafka_cluster.kafka
+    for name, broker in kafka.brokers.items():
+        broker.resume()
+        if not broker.is_running():
+            kafka.restart(name)
+    kafka.wait_ready(120)
