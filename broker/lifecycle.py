@@ -40,6 +40,15 @@ def _java(node_classpath: str, main: str, *args: str, heap: str = "256m") -> lis
             "-cp", node_classpath, main, *args]
 
 
+def first_error_line(text: str) -> str:
+    """The line of a JVM's output that says what went wrong, not the stack trace's tail."""
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    for line in lines:
+        if ("Exception" in line or "Error" in line or "ERROR" in line) and not line.startswith("at "):
+            return line[:400]
+    return (lines[-1] if lines else "no output")[:400]
+
+
 class Broker:
     def __init__(self, node: Node, settings: BrokerSettings | None = None):
         self.node = node
@@ -64,7 +73,9 @@ class Broker:
         args = ["format", "-t", cluster_id, "-c", CONFIG_PATH, "--ignore-formatted"]
         for feature, level in sorted(self.settings.features.items()):
             args += ["--feature", f"{feature}={level}"]
-        self.node.run(_java(f"{KAFKA_HOME}/lib/*", "kafka.tools.StorageTool", *args), timeout=120)
+        res = self.node.run(_java(f"{KAFKA_HOME}/lib/*", "kafka.tools.StorageTool", *args), timeout=120, check=False)
+        if res.exit != 0:
+            raise BrokerNotReady(f"{self.name}: formatting storage failed: {first_error_line(res.out + res.err)}")
 
     def wipe(self) -> None:
         self.node.run(["sh", "-c", f"rm -rf {DATA_DIR}/* {LOG_DIR}/*"])
@@ -155,8 +166,9 @@ class Broker:
             if self.started_count() > previous_starts:
                 return
             if not self.is_running():
-                raise BrokerNotReady(f"{self.name}: broker exited before it was ready; log tail: "
-                                     f"{self.log_tail(STDOUT_LOG)} {self.log_tail()}")
+                out = self.node.run(["tail", "-n", "200", STDOUT_LOG], check=False).out
+                raise BrokerNotReady(f"{self.name}: broker exited before it was ready: {first_error_line(out)}; "
+                                     f"log tail: {self.log_tail()}")
             time.sleep(0.5)
         raise BrokerNotReady(f"{self.name}: broker not ready after {timeout_s:.0f}s; log tail: {self.log_tail()}")
 

@@ -109,10 +109,11 @@ def cluster_down_cmd(name: str) -> None:
 
 
 @app.command("clean")
-def clean_cmd() -> None:
+@click.option("--name", default=None, help="Only this cluster (default: every kchaos cluster).")
+def clean_cmd(name: str | None) -> None:
     """Remove every container, network and firewall chain kchaos ever made."""
     from harness.cluster import clean_all
-    containers, networks = clean_all()
+    containers, networks = clean_all(name)
     console.print(f"removed {containers} containers and {networks} networks")
 
 

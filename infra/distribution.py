@@ -29,7 +29,15 @@ POM_TEMPLATE = """<?xml version="1.0" encoding="UTF-8"?>
   <packaging>pom</packaging>
   <dependencies>
     <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>{v}</version></dependency>
-    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>{v}</version></dependency>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka-tools</artifactId><version>{v}</version>
+      <!-- Kafka Connect is not needed to run or administer brokers. -->
+      <exclusions>
+        <exclusion><groupId>org.apache.kafka</groupId><artifactId>connect-api</artifactId></exclusion>
+        <exclusion><groupId>org.apache.kafka</groupId><artifactId>connect-json</artifactId></exclusion>
+        <exclusion><groupId>org.apache.kafka</groupId><artifactId>connect-runtime</artifactId></exclusion>
+        <exclusion><groupId>org.apache.kafka</groupId><artifactId>connect-transforms</artifactId></exclusion>
+      </exclusions>
+    </dependency>
     <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>{log4j}</version></dependency>
     <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>{log4j}</version></dependency>
     <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-api</artifactId><version>{log4j}</version></dependency>
@@ -95,18 +103,20 @@ def validate_version(version: str) -> str:
 def resolve_kafka(version: str = DEFAULT_KAFKA_VERSION, cache: Path | None = None) -> KafkaDistribution:
     """Return the cached distribution, resolving it with mvn on first use."""
     validate_version(version)
-    root = (cache or cache_root()) / "kafka" / version
+    pom = POM_TEMPLATE.format(v=version, log4j=LOG4J_VERSION)
+    # The POM's hash is in the folder name: a changed resolution never reuses a stale cache.
+    root = (cache or cache_root()) / "kafka" / f"{version}-{hashlib.sha256(pom.encode()).hexdigest()[:8]}"
     done = root / ".complete"
     dist = KafkaDistribution(version, root)
     if done.exists():
         return dist
     if shutil.which("mvn") is None:
         raise KchaosError("mvn is not installed; run the set-up (./kchaos) or apt-get install maven")
-    work = root.with_name(version + ".partial")
+    work = root.with_name(root.name + ".partial")
     shutil.rmtree(work, ignore_errors=True)
     (work / "lib").mkdir(parents=True)
     (work / "config").mkdir()
-    (work / "pom.xml").write_text(POM_TEMPLATE.format(v=version, log4j=LOG4J_VERSION))
+    (work / "pom.xml").write_text(pom)
     proc = subprocess.run(
         ["mvn", "-B", "-q", "-U", "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
          "-DincludeScope=runtime", f"-DoutputDirectory={work / 'lib'}"],

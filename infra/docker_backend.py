@@ -28,7 +28,6 @@ log = logging.getLogger(__name__)
 LABEL = "kchaos"
 LABEL_CLUSTER = "kchaos.cluster"
 LABEL_PID = "kchaos.pid"
-LABEL_KEEP = "kchaos.keep"
 SUBNET_POOL = ipaddress.ip_network("10.77.0.0/16")
 MAX_NODES = 7
 
@@ -164,7 +163,7 @@ def validate_cluster_name(name: str) -> str:
     return name
 
 
-def create_cluster(name: str, image: str, n: int, keep: bool = False) -> DockerCluster:
+def create_cluster(name: str, image: str, n: int) -> DockerCluster:
     """Make the network and n containers; the broker is not started here."""
     validate_node_count(n)
     validate_cluster_name(name)
@@ -172,7 +171,7 @@ def create_cluster(name: str, image: str, n: int, keep: bool = False) -> DockerC
     if client.networks.list(filters={"label": f"{LABEL_CLUSTER}={name}"}):
         raise UsageError(f"a cluster named {name!r} already exists; run `kchaos cluster down --name {name}` "
                          "or `kchaos clean`")
-    labels = {LABEL: "1", LABEL_CLUSTER: name, LABEL_PID: str(os.getpid()), LABEL_KEEP: "1" if keep else "0"}
+    labels = {LABEL: "1", LABEL_CLUSTER: name, LABEL_PID: str(os.getpid())}
     import docker.errors
     import docker.types
     network = subnet = None
@@ -243,12 +242,13 @@ def _pid_alive(pid: int) -> bool:
         return True
 
 
-def destroy(cluster: str | None = None, only_dead_owners: bool = False) -> tuple[int, int]:
+def destroy(cluster: str | None = None, only_dead_owners: bool = False,
+            spare: frozenset[str] = frozenset()) -> tuple[int, int]:
     """Remove containers and networks of one cluster, or of all kchaos clusters.
 
-    With ``only_dead_owners``, spare clusters that are kept on purpose
-    (``cluster up`` / ``--keep-cluster``) or whose creating process still lives.
-    Returns (containers removed, networks removed).
+    With ``only_dead_owners``, spare clusters named in ``spare`` (kept on purpose
+    by ``cluster up``/``--keep-cluster``) and those whose creating process still
+    lives. Returns (containers removed, networks removed).
     """
     import docker.errors
     client = docker_client()
@@ -257,7 +257,7 @@ def destroy(cluster: str | None = None, only_dead_owners: bool = False) -> tuple
     def doomed(labels: dict[str, str]) -> bool:
         if not only_dead_owners:
             return True
-        if labels.get(LABEL_KEEP) == "1":
+        if labels.get(LABEL_CLUSTER) in spare:
             return False
         try:
             return not _pid_alive(int(labels.get(LABEL_PID, "0")))

@@ -45,8 +45,12 @@ def start_dockerd(wait_s: float = 60.0) -> None:
 
 
 def ensure_engine() -> None:
-    if not _ping():
-        start_dockerd()
+    if _ping():
+        return
+    if os.environ.get("DOCKER_HOST"):
+        # A remote or custom engine was asked for: starting a local one would not help.
+        raise DockerUnavailable(f"no Docker engine answers at DOCKER_HOST={os.environ['DOCKER_HOST']}")
+    start_dockerd()
 
 
 @functools.lru_cache(maxsize=1)

@@ -48,5 +48,5 @@ class BrokerNotReady(KchaosError):
     """A broker did not become ready in time; the message carries its log tail."""
 
 
-class ClusterNotFound(KchaosError):
+class ClusterNotFound(UsageError):
     """A command needs a running cluster and there is none with that name."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence, runtime_checkable
 
-from infra.errors import NodeCommandError, NodeUnreachable
+from infra.errors import NodeCommandError
 
 DEFAULT_TIMEOUT_S = 60.0
 
@@ -45,7 +45,10 @@ class Node(Protocol):
         env: dict[str, str] | None = None,
         detach: bool = False,
     ) -> CommandResult:
-        """Run ``argv`` as root. ``detach`` starts it in the background and returns at once."""
+        """Run ``argv`` as root. ``detach`` starts it in the background and returns at once.
+
+        A command that outlives ``timeout`` is killed and reported as exit 124.
+        """
         ...
 
     def put(self, local: Path, remote: str) -> None:
@@ -90,8 +93,9 @@ class LocalNode:
             proc = subprocess.run(argv, input=stdin, capture_output=True, timeout=timeout, env=env)
         except FileNotFoundError as exc:
             return checked(self.name, argv, CommandResult(127, "", str(exc)), check)
-        except subprocess.TimeoutExpired as exc:
-            raise NodeUnreachable(f"{self.name}: {shell_join(argv)} timed out after {timeout:.0f}s") from exc
+        except subprocess.TimeoutExpired:
+            # Same shape as the container backends, whose `timeout` wrapper exits 124.
+            return checked(self.name, argv, CommandResult(124, "", f"timed out after {timeout:.0f}s"), check)
         result = CommandResult(proc.returncode, proc.stdout.decode(errors="replace"),
                                proc.stderr.decode(errors="replace"))
         return checked(self.name, argv, result, check)

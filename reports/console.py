@@ -1,0 +1,49 @@
+"""The console summary printed at the end of a run (and by ``kchaos analyze``)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .load import INVALID, VALID, load_run
+
+_STYLE = {VALID: "bold green", INVALID: "bold red"}
+
+
+def console_summary(run_dir: Path, console: Console | None = None) -> None:
+    """Print a table of anomaly counts (type, count, allowed), the verdict and
+    the report's path."""
+    console = console or Console()
+    run = load_run(Path(run_dir))
+    verdict = run.verdict
+    has_results = run.results is not None
+    table = Table(title=Text(f"kchaos: {run.name}"), title_justify="left")
+    table.add_column("anomaly")
+    table.add_column("count", justify="right")
+    table.add_column("allowed")
+    for a in run.anomalies():
+        if not has_results or not a.present or a.error:
+            count = Text("?", style="yellow")
+        elif a.failing:
+            count = Text(str(a.count), style="bold red")
+        elif a.count:
+            count = Text(str(a.count), style="cyan")
+        else:
+            count = Text("0", style="dim")
+        allowed = Text("yes" + (f" ({a.reason})" if a.reason else ""), style="cyan") if a.allowed \
+            else Text("no", style="dim" if not a.failing else "")
+        table.add_row(Text(a.type), count, allowed)
+    console.print(table)
+    for note in run.notes:
+        console.print(Text("note: ", style="yellow") + Text(note))
+    for err in run.errors:
+        console.print(Text("checker error: ", style="red") + Text(err))
+    label = {VALID: "valid", INVALID: "INVALID"}.get(verdict, "unknown")
+    console.print(Text("verdict: ") + Text(label, style=_STYLE.get(verdict, "bold yellow")))
+    report = Path(run_dir) / "report.html"
+    if report.exists():
+        console.print(Text("report: ") + Text(str(report.resolve()), style="underline"))
+    else:
+        console.print(Text("report: ") + Text("not rendered yet", style="dim"))

@@ -1,0 +1,367 @@
+"""Matplotlib plots (Agg canvas, no pyplot state) as inline ``data:image/png`` URIs.
+
+Every plot shades the fault intervals in the fault kind's colour. Point
+clouds are downsampled (deterministically) so a history of ~100k ops plots
+in a few seconds.
+"""
+from __future__ import annotations
+
+import base64
+import io
+import logging
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import matplotlib
+import numpy as np
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from .digest import Digest, as_partition
+from .faults import FaultTimeline
+
+log = logging.getLogger(__name__)
+
+OUTCOME_COLORS = {"ok": "#2f9e44", "fail": "#e03131", "info": "#f59f00"}
+PCT_COLORS = {50: "#1c7ed6", 95: "#7048e8", 99: "#c2255c"}
+MAX_POINTS = 4000        # per outcome / per partition
+MAX_BINS = 600
+MAX_PARTITIONS = 8
+WIDTH_IN = 12.4
+DPI = 96
+
+_RC = {
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "axes.grid": True,
+    "grid.alpha": 0.25,
+    "legend.fontsize": 8,
+    "legend.frameon": False,
+    "figure.dpi": DPI,
+}
+
+
+@dataclass
+class Plot:
+    id: str
+    title: str
+    caption: str
+    uri: str | None          # data:image/png;base64,...
+    note: str | None = None  # why there is no image
+
+
+def _png(fig: Figure) -> str:
+    FigureCanvasAgg(fig)
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def _downsample(n: int, k: int = MAX_POINTS, seed: int = 0) -> np.ndarray:
+    if n <= k:
+        return np.arange(n)
+    return np.sort(np.random.default_rng(seed).choice(n, size=k, replace=False))
+
+
+def _bin_width(duration: float) -> float:
+    return float(max(1, math.ceil(duration / MAX_BINS)))
+
+
+def _shade(ax, timeline: FaultTimeline) -> None:
+    for iv in timeline.intervals:
+        end = iv.end if iv.end > iv.start else iv.start + 0.05
+        ax.axvspan(iv.start, end, color=iv.color, alpha=0.14, lw=0, zorder=0)
+
+
+def _fault_handles(timeline: FaultTimeline) -> list[Any]:
+    return [Patch(facecolor=timeline.colors.get(k), alpha=0.35, label=f"fault: {k}")
+            for k in timeline.kinds()]
+
+
+def _legend(ax, handles: list[Any], ncol: int = 6) -> None:
+    if handles:
+        ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.01), ncol=ncol,
+                  borderaxespad=0, handlelength=1.6)
+
+
+def throughput_plot(d: Digest, tl: FaultTimeline, availability: list[dict[str, Any]] | None) -> Plot:
+    title = "Throughput by outcome"
+    width = _bin_width(d.duration)
+    caption = (f"Completed client operations per second ({width:g} s bins) by outcome; "
+               "shaded bands are fault intervals.")
+    fig = Figure(layout="constrained", figsize=(WIDTH_IN, 3.0))
+    ax = fig.add_subplot()
+    handles = []
+    if d.completions:
+        t = np.fromiter((c[0] for c in d.completions), float, len(d.completions))
+        types = np.array([c[1] for c in d.completions])
+        nb = int(d.duration // width) + 1
+        x = np.arange(nb) * width + width / 2
+        for typ in ("ok", "fail", "info"):
+            sel = t[types == typ]
+            counts = np.bincount((sel // width).astype(int), minlength=nb)[:nb] / width
+            line, = ax.plot(x, counts, color=OUTCOME_COLORS[typ], lw=1.3, drawstyle="steps-mid",
+                            label=f"{typ} ({len(sel)})")
+            handles.append(line)
+    elif availability:
+        caption = "Operations per second from results.json (the history is empty); shaded bands are faults."
+        secs = np.array([float(a.get("second", i)) for i, a in enumerate(availability)])
+        for typ in ("ok", "fail", "info"):
+            y = np.array([float(a.get(typ, 0) or 0) for a in availability])
+            line, = ax.plot(secs, y, color=OUTCOME_COLORS[typ], lw=1.3, drawstyle="steps-mid", label=typ)
+            handles.append(line)
+    else:
+        return Plot("throughput", title, caption, None, "No client operations in the history.")
+    _shade(ax, tl)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("ops / s")
+    ax.set_ylim(bottom=0)
+    _legend(ax, handles + _fault_handles(tl), ncol=8)
+    return Plot("throughput", title, caption, _png(fig))
+
+
+def latency_plot(d: Digest, tl: FaultTimeline) -> Plot:
+    title = "Latency"
+    width = _bin_width(d.duration)
+    caption = (f"Each completed client operation's latency (points, downsampled to {MAX_POINTS} per outcome), "
+               f"with p50/p95/p99 of all completions per {width:g} s; log scale.")
+    if not d.latencies:
+        return Plot("latency", title, caption, None, "No completed client operations in the history.")
+    t = np.fromiter((l[0] for l in d.latencies), float, len(d.latencies))
+    lat = np.fromiter((max(l[1], 1e-3) for l in d.latencies), float, len(d.latencies))
+    types = np.array([l[2] for l in d.latencies])
+    fig = Figure(layout="constrained", figsize=(WIDTH_IN, 3.4))
+    ax = fig.add_subplot()
+    handles = []
+    for i, typ in enumerate(("ok", "fail", "info")):
+        idx = np.flatnonzero(types == typ)
+        if not len(idx):
+            continue
+        pick = idx[_downsample(len(idx), seed=i)]
+        ax.scatter(t[pick], lat[pick], s=4 if typ == "ok" else 9, color=OUTCOME_COLORS[typ],
+                   alpha=0.35 if typ == "ok" else 0.7, lw=0, rasterized=True, zorder=2)
+        handles.append(Line2D([], [], marker="o", ls="", color=OUTCOME_COLORS[typ], label=f"{typ} ({len(idx)})"))
+    bins = (t // width).astype(int)
+    order = np.argsort(bins, kind="stable")
+    b_sorted, l_sorted = bins[order], lat[order]
+    uniq, starts = np.unique(b_sorted, return_index=True)
+    groups = np.split(l_sorted, starts[1:])
+    x = uniq * width + width / 2
+    for q in (50, 95, 99):
+        y = np.array([np.percentile(g, q) for g in groups])
+        line, = ax.plot(x, y, color=PCT_COLORS[q], lw=1.2, label=f"p{q}", zorder=3)
+        handles.append(line)
+    _shade(ax, tl)
+    ax.set_yscale("log")
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel("latency (ms)")
+    _legend(ax, handles + _fault_handles(tl), ncol=8)
+    return Plot("latency", title, caption, _png(fig))
+
+
+def _witness_points(w: dict[str, Any], d: Digest) -> list[tuple[float, float]]:
+    p = as_partition(w.get("partition"))
+    offs = [o for o in (w.get("offsets") or []) if isinstance(o, (int, float)) and not isinstance(o, bool)]
+    vals = list(w.get("values") or [])
+    ops = [o for o in (w.get("ops") or []) if isinstance(o, dict)]
+    fallback = None
+    for o in ops:
+        if isinstance(o.get("time"), (int, float)) and o.get("type") != "invoke":
+            fallback = o["time"] / 1e9
+            break
+
+    def when(v: Any) -> float | None:
+        try:
+            t = d.ack_time.get((p, v))
+        except TypeError:
+            t = None
+        return t if t is not None else fallback
+
+    pts = []
+    if offs and len(offs) == len(vals):
+        pairs = list(zip(offs, vals))
+    elif len(offs) == 1 and vals:
+        pairs = [(offs[0], v) for v in vals]
+    else:
+        pairs = [(o, None) for o in offs]
+    for off, v in pairs:
+        t = when(v) if v is not None else fallback
+        if t is not None:
+            pts.append((t, float(off)))
+    return pts
+
+
+def offsets_plot(d: Digest, tl: FaultTimeline, anomalies: dict[str, list[dict[str, Any]]],
+                 elections: list[dict[str, Any]]) -> Plot:
+    title = "Acknowledged offsets per partition"
+    marks = {"lost-write": ("x", "#e03131", 46), "inconsistent-offset": ("D", "#7048e8", 30)}
+    wit_parts: list[Any] = []
+    for typ in marks:
+        for w in anomalies.get(typ, []):
+            p = as_partition(w.get("partition"))
+            if p not in wit_parts:
+                wit_parts.append(p)
+    parts = [p for p in wit_parts if p in d.acks] + [p for p in d.sorted_partitions()
+                                                     if p in d.acks and p not in wit_parts]
+    shown = parts[:MAX_PARTITIONS]
+    caption = ("Offset of every acknowledged send over time (downsampled), one panel per partition; "
+               "lost-write (×) and inconsistent-offset (◆) witnesses highlighted, unclean elections dashed.")
+    if len(parts) > len(shown):
+        caption += f" Showing {len(shown)} of {len(parts)} partitions (those with witnesses first)."
+    if not shown:
+        return Plot("offsets", title, caption, None, "No acknowledged sends in the history.")
+    fig = Figure(layout="constrained", figsize=(WIDTH_IN, 1.2 + 1.9 * len(shown)))
+    axes = fig.subplots(len(shown), 1, sharex=True, squeeze=False)[:, 0]
+    used: dict[str, Any] = {}
+    for i, (ax, p) in enumerate(zip(axes, shown)):
+        pts = d.acks[p]
+        pick = _downsample(len(pts), seed=i)
+        arr = np.array([(pts[j][0], float(pts[j][1])) for j in pick])
+        ax.scatter(arr[:, 0], arr[:, 1], s=4, color="#495057", alpha=0.55, lw=0, rasterized=True, zorder=2)
+        used.setdefault("ack", Line2D([], [], marker="o", ls="", color="#495057",
+                                      label="acknowledged send"))
+        for typ, (marker, color, size) in marks.items():
+            xs, ys = [], []
+            for w in anomalies.get(typ, []):
+                if as_partition(w.get("partition")) == p:
+                    for t, off in _witness_points(w, d):
+                        xs.append(t)
+                        ys.append(off)
+            if xs:
+                ax.scatter(xs, ys, marker=marker, s=size, color=color, lw=1.4 if marker == "x" else 0.5,
+                           edgecolors="white" if marker != "x" else None, zorder=4)
+                used.setdefault(typ, Line2D([], [], marker=marker, ls="", color=color, label=typ))
+        for e in elections:
+            if as_partition(e.get("partition")) == p and isinstance(e.get("time"), (int, float)):
+                ax.axvline(e["time"] / 1e9, color="#c92a2a", ls="--", lw=1.2, zorder=3)
+                used.setdefault("ue", Line2D([], [], color="#c92a2a", ls="--", label="unclean election"))
+        _shade(ax, tl)
+        ax.set_ylabel(f"p{p} offset")
+    axes[-1].set_xlabel("time (s)")
+    _legend(axes[0], list(used.values()) + _fault_handles(tl), ncol=8)
+    return Plot("offsets", title, caption, _png(fig))
+
+
+def _derive_elections(samples: list[tuple[float, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Leader changes to a replica outside the last observed ISR (only used
+    when results.json does not say)."""
+    out = []
+    last: dict[Any, tuple[Any, list[Any]]] = {}
+    for t, s in samples:
+        parts = s.get("partitions")
+        if not isinstance(parts, dict):
+            continue
+        for p, st in parts.items():
+            if not isinstance(st, dict):
+                continue
+            p = as_partition(p)
+            leader, isr = st.get("leader"), st.get("isr") if isinstance(st.get("isr"), list) else []
+            if p in last:
+                pl, pisr = last[p]
+                if leader is not None and leader != pl and pisr and leader not in pisr:
+                    out.append({"partition": p, "time": t * 1e9, "to_leader": leader})
+            if leader is not None:
+                last[p] = (leader, isr)
+    return out
+
+
+def leaders_plot(d: Digest, tl: FaultTimeline, elections: list[dict[str, Any]], derived: bool) -> Plot:
+    title = "Leader and ISR per partition"
+    caption = ("From the metadata samples: bars show each broker's ISR membership, the dark line the "
+               "partition leader; red stars mark unclean elections"
+               + (" (derived from the samples: results.json is missing)" if derived else "") + ".")
+    if not d.samples:
+        return Plot("leaders", title, caption, None, "No metadata samples (f \"sample\") in the history.")
+    series: dict[Any, list[tuple[float, Any, list[Any]]]] = {}
+    for t, s in d.samples:
+        parts = s.get("partitions")
+        if not isinstance(parts, dict):
+            continue
+        for p, st in parts.items():
+            if isinstance(st, dict):
+                isr = st.get("isr") if isinstance(st.get("isr"), list) else []
+                leader = st.get("leader")
+                series.setdefault(as_partition(p), []).append(
+                    (t, leader if isinstance(leader, (int, float)) else None,
+                     [b for b in isr if isinstance(b, (int, float)) and not isinstance(b, bool)]))
+    el_parts = [as_partition(e.get("partition")) for e in elections]
+    parts = [p for p in dict.fromkeys(el_parts) if p in series] + \
+            [p for p in sorted(series, key=lambda p: (not isinstance(p, int), str(p))) if p not in el_parts]
+    shown = parts[:MAX_PARTITIONS]
+    if len(parts) > len(shown):
+        caption += f" Showing {len(shown)} of {len(parts)} partitions (those with unclean elections first)."
+    if not shown:
+        return Plot("leaders", title, caption, None, "The metadata samples name no partitions.")
+    brokers = sorted({b for p in shown for _, l, isr in series[p] for b in ([l] if l is not None else []) + isr})
+    fig = Figure(layout="constrained", figsize=(WIDTH_IN, 1.2 + (0.9 + 0.28 * max(1, len(brokers))) * len(shown)))
+    axes = fig.subplots(len(shown), 1, sharex=True, squeeze=False)[:, 0]
+    end_t = d.duration
+    for ax, p in zip(axes, shown):
+        ser = series[p]
+        times = [s[0] for s in ser]
+        gaps = np.diff(times) if len(times) > 1 else np.array([0.5])
+        step = float(np.median(gaps)) if len(gaps) else 0.5
+        ends = times[1:] + [max(end_t, times[-1] + step)]
+        for b in brokers:
+            segs, start = [], None
+            for (t, _, isr), e in zip(ser, ends):
+                if b in isr:
+                    if start is None:
+                        start = t
+                    seg_end = e
+                elif start is not None:
+                    segs.append((start, seg_end - start))
+                    start = None
+            if start is not None:
+                segs.append((start, seg_end - start))
+            if segs:
+                ax.broken_barh(segs, (b - 0.3, 0.6), facecolors="#a5d8ff", edgecolors="none", zorder=1)
+        xs, ys = [], []
+        for (t, l, _), e in zip(ser, ends):
+            xs += [t, e]
+            ys += [l if l is not None else np.nan] * 2
+        ax.plot(xs, ys, color="#212529", lw=2.0, zorder=3)
+        for e in elections:
+            if as_partition(e.get("partition")) == p and isinstance(e.get("time"), (int, float)):
+                t = e["time"] / 1e9
+                ax.axvline(t, color="#c92a2a", ls="--", lw=1.0, zorder=2)
+                to = e.get("to_leader")
+                if isinstance(to, (int, float)):
+                    ax.scatter([t], [to], marker="*", s=140, color="#e03131", edgecolors="white",
+                               lw=0.6, zorder=5)
+        _shade(ax, tl)
+        ax.set_yticks(brokers)
+        ax.set_yticklabels([f"n{b}" for b in brokers])
+        if brokers:
+            ax.set_ylim(min(brokers) - 0.6, max(brokers) + 0.6)
+        ax.set_ylabel(f"p{p}")
+        ax.grid(axis="y", visible=False)
+    axes[-1].set_xlabel("time (s)")
+    handles = [Patch(facecolor="#a5d8ff", label="in ISR"), Line2D([], [], color="#212529", lw=2, label="leader"),
+               Line2D([], [], marker="*", ls="", color="#e03131", markersize=11, label="unclean election")]
+    _legend(axes[0], handles + _fault_handles(tl), ncol=8)
+    return Plot("leaders", title, caption, _png(fig))
+
+
+def make_plots(d: Digest, tl: FaultTimeline, anomalies: dict[str, list[dict[str, Any]]],
+               elections: list[dict[str, Any]] | None, availability: list[dict[str, Any]] | None) -> list[Plot]:
+    derived = elections is None
+    if elections is None:
+        elections = _derive_elections(d.samples)
+    plots = []
+    with matplotlib.rc_context(_RC):
+        for name, fn in (("throughput", lambda: throughput_plot(d, tl, availability)),
+                         ("latency", lambda: latency_plot(d, tl)),
+                         ("offsets", lambda: offsets_plot(d, tl, anomalies, elections)),
+                         ("leaders", lambda: leaders_plot(d, tl, elections, derived))):
+            try:
+                plots.append(fn())
+            except Exception as e:  # a plot must never sink the report
+                log.exception("plot %s failed", name)
+                plots.append(Plot(name, name, "", None, f"This plot failed: {type(e).__name__}: {e}"))
+    return plots

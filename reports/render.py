@@ -1,0 +1,198 @@
+"""report.html and junit.xml from a stored run folder."""
+from __future__ import annotations
+
+import datetime as _dt
+import logging
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from .digest import digest
+from .faults import fault_timeline
+from .junit import junit_xml
+from .load import RunData, load_run, node_logs
+from .view import jtext, secs, witness_view
+
+log = logging.getLogger(__name__)
+
+MAX_WITNESSES_SHOWN = 50     # results.json bounds them already (20 by default)
+MAX_NEMESIS_ROWS = 400
+_PROMOTED = ("name", "kafka_version", "seed", "nodes", "nemesis")
+
+_env = jinja2.Environment(
+    loader=jinja2.FileSystemLoader(str(Path(__file__).parent)),  # report.html.j2 ships as package data
+    autoescape=True,              # every value from the run is data, never markup
+    undefined=jinja2.StrictUndefined,
+    trim_blocks=True,
+    lstrip_blocks=True,
+)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def _stats_rows(stats: dict[str, Any]) -> dict[str, Any]:
+    ops = stats.get("ops") if isinstance(stats.get("ops"), dict) else {}
+    op_rows = []
+    for f, c in ops.items():
+        if isinstance(c, dict):
+            op_rows.append({"f": jtext(f, 40), "ok": jtext(c.get("ok", 0), 20), "fail": jtext(c.get("fail", 0), 20),
+                            "info": jtext(c.get("info", 0), 20)})
+    scalars = []
+    lag = stats.get("realtime_lag")
+    for k, v in stats.items():
+        if k in ("ops", "availability", "realtime_lag"):
+            continue
+        scalars.append((jtext(k, 60), jtext(v, 400)))
+    if isinstance(lag, dict):
+        scalars.append(("realtime lag", ", ".join(f"{jtext(k, 30)} {jtext(v, 30)}" for k, v in lag.items())))
+    elif lag is not None:
+        scalars.append(("realtime lag", jtext(lag)))
+    return {"ops": op_rows, "scalars": scalars}
+
+
+def _config_rows(config: dict[str, Any]) -> list[tuple[str, str]]:
+    return [(jtext(k, 80), jtext(v, 2000)) for k, v in config.items()]
+
+
+def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
+    d = digest(run.ops)
+    tl = fault_timeline(run.ops)
+    rows = run.anomalies()
+    elections = run.unclean_elections
+    stats = run.stats
+    plot_list = []
+    if plots:
+        from .plots import make_plots  # matplotlib only when drawing
+        by_type = {a.type: a.witnesses for a in rows}
+        avail = stats.get("availability") if isinstance(stats.get("availability"), list) else None
+        plot_list = make_plots(d, tl, by_type, elections if run.results is not None else None,
+                               [a for a in (avail or []) if isinstance(a, dict)] or None)
+
+    anomalies = []
+    for a in rows:
+        anomalies.append({
+            "type": a.type,
+            "anchor": "anomaly-" + "".join(c if c.isalnum() or c == "-" else "_" for c in a.type),
+            "count": a.count,
+            "allowed": a.allowed,
+            "reason": a.reason,
+            "description": a.description,
+            "failing": a.failing,
+            "present": a.present,
+            "checked": run.results is not None and a.present and not a.error,
+            "error": a.error,
+            "witnesses": [witness_view(w) for w in a.witnesses[:MAX_WITNESSES_SHOWN]],
+            "more_witnesses": max(0, a.count - min(len(a.witnesses), MAX_WITNESSES_SHOWN)),
+        })
+    ue_rows = []
+    known = ("partition", "time", "index", "from_leader", "to_leader", "epoch", "last_isr",
+             "lost_writes", "inconsistent_offsets")
+    for e in elections:
+        ue_rows.append({
+            "partition": jtext(e.get("partition"), 40), "time": secs(e.get("time")),
+            "index": jtext(e.get("index"), 20),
+            "from": jtext(e.get("from_leader"), 40), "to": jtext(e.get("to_leader"), 40),
+            "epoch": jtext(e.get("epoch"), 20), "last_isr": jtext(e.get("last_isr"), 100),
+            "lost": jtext(e.get("lost_writes"), 20), "inconsistent": jtext(e.get("inconsistent_offsets"), 20),
+            "extra": jtext({k: v for k, v in e.items() if k not in known}, 300) if set(e) - set(known) else "",
+        })
+    nemesis = [{
+        "time": f"{ev.time:.3f}", "end": "" if ev.end is None else f"{ev.end:.3f}",
+        "index": jtext(ev.index, 20), "f": jtext(ev.f, 60),
+        "value": jtext(ev.value, 300), "error": jtext(ev.error, 300),
+        "kind": ev.kind or "", "color": ev.color or "", "action": ev.action or "",
+    } for ev in tl.events[:MAX_NEMESIS_ROWS]]
+    intervals = [{"kind": iv.kind, "color": iv.color, "start": f"{iv.start:.3f}", "end": f"{iv.end:.3f}",
+                  "duration": f"{iv.end - iv.start:.1f}", "nodes": ", ".join(iv.nodes),
+                  "open": iv.open_at_end} for iv in tl.intervals]
+
+    checker = (run.results or {}).get("checker") if run.results else None
+    cfg = run.config
+    summary = [("Kafka version", jtext(cfg.get("kafka_version"), 80) or "unknown"),
+               ("seed", jtext(cfg.get("seed"), 80) or "unknown"),
+               ("nodes", jtext(cfg.get("nodes"), 300) or "unknown"),
+               ("nemesis", jtext(cfg.get("nemesis"), 300) or "none")]
+    summary += [("duration", f"{d.duration:.1f} s"), ("history ops", str(d.n_ops)),
+                ("client processes", str(len(d.processes))), ("metadata samples", str(len(d.samples)))]
+    if isinstance(checker, dict) and checker:
+        summary.append(("checker", jtext(checker, 200)))
+    verdict = run.verdict
+    failing = [a for a in anomalies if a["failing"]]
+    if verdict == "valid":
+        headline = "No anomaly outside the allowed ones was found."
+    elif verdict == "invalid":
+        headline = ("Anomalies found: " + ", ".join(f"{a['count']} {a['type']}" for a in failing)) if failing \
+            else "The checkers marked this run invalid."
+    else:
+        headline = "The checkers gave no verdict" + (": see the checker errors below." if run.errors else ".")
+    logs = node_logs(run.run_dir)
+    return {
+        "name": run.name,
+        "run_dir": str(run.run_dir.resolve()),
+        "verdict": verdict,
+        "verdict_label": {"valid": "valid", "invalid": "INVALID"}.get(verdict, "unknown"),
+        "headline": headline,
+        "notes": run.notes,
+        "errors": run.errors,
+        "reproduce": run.reproduce_commands(),
+        "summary": summary,
+        "config_rows": _config_rows(cfg),
+        "anomalies": anomalies,
+        # failing types first, then allowed ones that occurred, then the rest (stable: canonical order)
+        "sections": sorted(anomalies, key=lambda a: 0 if a["failing"] else 1 if a["count"] else 2),
+        "n_failing": len(failing),
+        "unclean": ue_rows,
+        "has_results": run.results is not None,
+        "plots": plot_list,
+        "nemesis": nemesis,
+        "nemesis_more": max(0, len(tl.events) - MAX_NEMESIS_ROWS),
+        "intervals": intervals,
+        "fault_colors": sorted(tl.colors.items()),
+        "stats": _stats_rows(stats),
+        "computed_ops": [{"f": jtext(f, 40), "ok": c.get("ok", 0), "fail": c.get("fail", 0), "info": c.get("info", 0)}
+                         for f, c in sorted(d.op_counts.items())],
+        "logs": logs,
+        "generated": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+    }
+
+
+def render_html(run: RunData, plots: bool = True) -> str:
+    return _env.get_template("report.html.j2").render(**build_context(run, plots=plots))
+
+
+def render_run(run_dir: Path) -> Path:
+    """Write ``report.html`` and ``junit.xml`` into ``run_dir``; return the report's path.
+
+    Never fails for a missing or broken piece of the run folder: such a
+    problem becomes a note in the report (and the verdict becomes unknown
+    when results.json is missing).
+    """
+    run_dir = Path(run_dir)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"run folder {run_dir} does not exist")
+    run = load_run(run_dir)
+    report = run_dir / "report.html"
+    html = render_html(run)
+    _write_atomic(report, html.encode("utf-8", errors="replace"))  # lone surrogates from JSON escapes
+    _write_atomic(run_dir / "junit.xml",
+                  junit_xml(run, report_path=str(report.resolve()), reproduce=run.reproduce_commands()))
+    log.info("report written to %s (verdict %s)", report, run.verdict)
+    return report
+
+
+__all__ = ["render_run", "render_html", "build_context"]

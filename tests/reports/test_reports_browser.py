@@ -1,0 +1,152 @@
+"""The generated report in a real headless Chromium, driven over the DevTools
+protocol (``--remote-debugging-pipe``, standard library only).
+
+Chromium is part of the set-up: if it is missing this FAILS, it does not skip.
+Screenshots go to $KCHAOS_SCREENSHOT_DIR when set, else to a tmp dir (the
+path is printed).
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+try:
+    from reports_cdp import Browser, find_chromium
+except ImportError:  # tests/reports collected as a package
+    from .reports_cdp import Browser, find_chromium
+
+pytestmark = pytest.mark.browser
+
+EXPECT = {  # kind -> (verdict attribute, verdict text, anomaly types that must be marked failing)
+    "valid": ("valid", "valid", []),
+    "invalid": ("invalid", "INVALID", ["lost-write", "inconsistent-offset", "unclean-election"]),
+    "unknown": ("unknown", "unknown", []),
+}
+
+PROBE = r"""
+(() => {
+  const v = document.getElementById('verdict');
+  const imgs = Array.from(document.querySelectorAll('img.plot'));
+  return {
+    verdict: v && v.dataset.verdict,
+    verdictText: v && v.textContent.trim(),
+    verdictColor: v && getComputedStyle(v).color,
+    verdictVisible: !!v && v.getBoundingClientRect().height > 10,
+    sections: Array.from(document.querySelectorAll('section.anomaly')).map(s => s.dataset.anomaly),
+    failing: Array.from(document.querySelectorAll('section.anomaly.failing')).map(s => s.dataset.anomaly),
+    witnessRows: document.querySelectorAll('section.anomaly table.ops tbody tr').length,
+    images: imgs.map(i => ({complete: i.complete, w: i.naturalWidth, h: i.naturalHeight,
+                            scheme: i.src.split(':')[0]})),
+    scripts: document.scripts.length,
+    xss: typeof window.__kchaos_xss,
+    alerted: window.__kchaos_alerts || 0,
+    bodyText: document.body.innerText,
+  };
+})()
+"""
+
+# Installed before any page script could run: counts alert/confirm/prompt calls.
+HOOK = """
+window.__kchaos_alerts = 0;
+for (const name of ['alert', 'confirm', 'prompt', 'print']) {
+  window[name] = function () { window.__kchaos_alerts++; };
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def browser():
+    binary = find_chromium()
+    if binary is None:
+        yield None          # each test then fails with the message below
+        return
+    b = Browser(binary)
+    try:
+        b.open_page()
+        for domain in ("Page", "Runtime", "Network", "Log"):
+            b.send(f"{domain}.enable")
+        b.send("Page.addScriptToEvaluateOnNewDocument", {"source": HOOK})
+        b.send("Emulation.setDeviceMetricsOverride",
+               {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False})
+        yield b
+    finally:
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def shot_dir(tmp_path_factory) -> Path:
+    d = os.environ.get("KCHAOS_SCREENSHOT_DIR")
+    if d:
+        Path(d).mkdir(parents=True, exist_ok=True)
+        return Path(d)
+    return tmp_path_factory.mktemp("screenshots")
+
+
+def _load(b: Browser, url: str) -> int:
+    """Navigate and wait for the load event; returns where this page's events start."""
+    start = len(b.events)
+    b.send("Page.navigate", {"url": url})
+    b.wait_event("Page.loadEventFired", since=start)
+    b.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+    return start
+
+
+@pytest.mark.parametrize("kind", list(EXPECT))
+def test_report_in_chromium(kind, rendered, browser, shot_dir):
+    if browser is None:
+        pytest.fail("headless Chromium is required for the browser tests and was not found "
+                    "(expected /usr/bin/chromium: install Debian's 'chromium' package, or point "
+                    "KCHAOS_CHROMIUM at a Chromium binary)", pytrace=False)
+    report = (rendered[kind] / "report.html").resolve()
+    url = report.as_uri()
+    start = _load(browser, url)
+    info = browser.evaluate(PROBE)
+    events = browser.events[start:]
+
+    verdict, label, failing = EXPECT[kind]
+    assert info["verdict"] == verdict and info["verdictText"] == label and info["verdictVisible"]
+    assert set(info["sections"]) >= {"lost-write", "inconsistent-offset", "unclean-election", "duplicate"}
+    assert sorted(info["failing"]) == sorted(failing)
+    if kind == "invalid":
+        assert info["verdictColor"] == "rgb(201, 42, 42)"
+        assert info["witnessRows"] > 10
+        assert "<script>alert(1)</script>" in info["bodyText"]      # shown as text
+    if kind == "valid":
+        assert info["verdictColor"] == "rgb(43, 138, 62)"
+
+    # plots: present, inline and decoded
+    assert len(info["images"]) == 4, info["images"]
+    for img in info["images"]:
+        assert img["complete"] and img["w"] > 0 and img["h"] > 0 and img["scheme"] == "data", img
+
+    # the payloads did not run
+    assert info["scripts"] == 0
+    assert info["xss"] == "undefined"
+    assert info["alerted"] == 0
+    assert not [e for e in events if e["method"] == "Page.javascriptDialogOpening"]
+
+    # no console errors, no exceptions, no CSP violations
+    problems = []
+    for e in events:
+        m, p = e["method"], e.get("params", {})
+        if m == "Runtime.exceptionThrown":
+            problems.append(p)
+        elif m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert", "warning"):
+            problems.append(p)
+        elif m == "Log.entryAdded" and p.get("entry", {}).get("level") in ("error", "warning"):
+            problems.append(p["entry"])
+    assert problems == []
+
+    # no network beyond the file itself and data: URIs
+    urls = [e["params"]["request"]["url"] for e in events if e["method"] == "Network.requestWillBeSent"]
+    assert url in urls
+    bad = [u for u in urls if not (u.startswith("file:") or u.startswith("data:"))]
+    assert bad == []
+    assert not [e for e in events if e["method"] == "Network.loadingFailed"]
+
+    png = browser.screenshot(shot_dir / f"report-{kind}.png", full_page=True)
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
+    print(f"screenshot: {png}")
