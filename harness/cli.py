@@ -130,8 +130,18 @@ def _register_optional_commands() -> None:
         mod.register(app)
 
 
+class _ConsoleFilter(logging.Filter):
+    """Client library chatter (broker reconnects during faults is the point of a
+    run) goes to the run's kchaos.log, not the console."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= logging.ERROR or not record.name.startswith(("kchaos.librdkafka", "py4j", "pyspark"))
+
+
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_ConsoleFilter())
     _register_optional_commands()
     try:
         rv = app.main(args=argv, prog_name="kchaos", standalone_mode=False)

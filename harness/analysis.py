@@ -1,0 +1,33 @@
+"""From a stored history to a verdict and reports: shared by `run` and `analyze`."""
+from __future__ import annotations
+
+import logging
+import traceback
+from pathlib import Path
+from typing import Any
+
+from harness.store import write_json
+
+log = logging.getLogger(__name__)
+
+
+def analyze(run_dir: Path, checker_cfg: dict[str, Any] | None = None) -> Any:
+    """Run the checkers, write results.json and the reports; return the verdict.
+
+    A crashing checker makes the verdict "unknown" (with its error), never a pass.
+    """
+    try:
+        from checkers import analyze_run
+        result = analyze_run(run_dir, checker_cfg or {})
+        verdict = result.valid
+    except Exception as exc:
+        log.error("checkers failed: %s\n%s", exc, traceback.format_exc())
+        verdict = "unknown"
+        write_json(run_dir / "results.json", {"valid": "unknown", "errors": [f"checkers: {exc}"],
+                                              "anomalies": {}, "stats": {}, "unclean_elections": []})
+    try:
+        from reports import render_run
+        render_run(run_dir)
+    except Exception as exc:
+        log.error("rendering the report failed: %s\n%s", exc, traceback.format_exc())
+    return verdict

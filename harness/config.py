@@ -1,0 +1,203 @@
+"""RunConfig: everything that decides a run, as plain data.
+
+Read from TOML (or a stored config.json), overridden by CLI flags, validated
+up front so that a mistake costs one line and exit 64 rather than a broken
+run. The stored config.json plus its seed reproduces the run's schedule.
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import random
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from infra.distribution import DEFAULT_KAFKA_VERSION, validate_version
+from infra.errors import UsageError
+
+WORKLOADS = ("queue",)
+MODES = ("assign", "subscribe")
+MAX_NODES = 7
+
+
+@dataclass
+class WorkloadConfig:
+    name: str = "queue"
+    partitions: int = 3
+    replication_factor: int = 3
+    mode: str = "assign"
+    send_fraction: float = 0.7
+    max_batch: int = 3
+    op_timeout: float = 10.0
+    poll_max_messages: int = 200
+    poll_timeout: float = 0.02
+
+
+@dataclass
+class NemesisConfig:
+    faults: list[str] = field(default_factory=list)
+    interval: float = 15.0
+    # Scenario packages take their own knobs; unknown keys are theirs to validate.
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RunConfig:
+    name: str = "kchaos"
+    seed: int | None = None
+    nodes: int = 3
+    kafka_version: str = DEFAULT_KAFKA_VERSION
+    base_image: str | None = None
+    time_limit: float = 60.0
+    rate: float = 200.0
+    concurrency: int = 8
+    recovery: float = 5.0
+    drain_timeout: float = 120.0
+    sample_interval: float = 0.5
+    store: str = "store"
+    keep_cluster: bool = False
+    workload: WorkloadConfig = field(default_factory=WorkloadConfig)
+    nemesis: NemesisConfig = field(default_factory=NemesisConfig)
+    topic: dict[str, Any] = field(default_factory=lambda: {"min.insync.replicas": 2})
+    broker: dict[str, Any] = field(default_factory=dict)
+    broker_features: dict[str, int] = field(default_factory=dict)
+    producer: dict[str, Any] = field(default_factory=dict)
+    consumer: dict[str, Any] = field(default_factory=dict)
+    checker: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def with_seed(self) -> "RunConfig":
+        """A copy whose seed is fixed (drawn now if none was given)."""
+        if self.seed is not None:
+            return self
+        return dataclasses.replace(self, seed=random.SystemRandom().randrange(1, 2**31))
+
+
+_NESTED = {"workload": WorkloadConfig, "nemesis": NemesisConfig}
+_FREE_TABLES = {"topic", "broker", "broker_features", "producer", "consumer", "checker"}
+
+
+def _fields(cls) -> dict[str, dataclasses.Field]:
+    return {f.name: f for f in dataclasses.fields(cls)}
+
+
+def _check_type(where: str, value: Any, default: Any) -> Any:
+    """Coerce ints to floats where a float is expected; refuse other mismatches."""
+    if default is None or value is None:
+        return value
+    if isinstance(default, bool):
+        if not isinstance(value, bool):
+            raise UsageError(f"{where} must be true or false, got {value!r}")
+        return value
+    if isinstance(default, float) and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(default, (int, float)) and (isinstance(value, bool) or not isinstance(value, type(default))):
+        raise UsageError(f"{where} must be a number, got {value!r}")
+    if isinstance(default, str) and not isinstance(value, str):
+        raise UsageError(f"{where} must be a string, got {value!r}")
+    if isinstance(default, list) and not isinstance(value, list):
+        raise UsageError(f"{where} must be a list, got {value!r}")
+    return value
+
+
+def from_dict(data: dict[str, Any], source: str = "config") -> RunConfig:
+    top = _fields(RunConfig)
+    unknown = sorted(set(data) - set(top))
+    if unknown:
+        raise UsageError(f"{source}: unknown key {unknown[0]!r}; valid keys: {', '.join(sorted(top))}")
+    cfg = RunConfig()
+    for key, value in data.items():
+        if key in _NESTED:
+            if not isinstance(value, dict):
+                raise UsageError(f"{source}: [{key}] must be a table")
+            cls = _NESTED[key]
+            sub_fields = _fields(cls)
+            bad = sorted(set(value) - set(sub_fields))
+            if bad:
+                raise UsageError(f"{source}: unknown key {key}.{bad[0]!r}; valid keys: {', '.join(sorted(sub_fields))}")
+            sub = cls()
+            for k, v in value.items():
+                setattr(sub, k, _check_type(f"{source}: {key}.{k}", v, getattr(sub, k)))
+            setattr(cfg, key, sub)
+        elif key in _FREE_TABLES:
+            if not isinstance(value, dict):
+                raise UsageError(f"{source}: [{key}] must be a table")
+            setattr(cfg, key, dict(value))
+        else:
+            setattr(cfg, key, _check_type(f"{source}: {key}", value, getattr(cfg, key)))
+    return cfg
+
+
+def load(path: Path) -> RunConfig:
+    """A TOML run config, or a config.json stored by an earlier run."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"config file {path} does not exist")
+    text = path.read_text(errors="replace")
+    if path.suffix == ".json":
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise UsageError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
+    else:
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            # Python 3.11's message ends with "(at line L, column C)".
+            raise UsageError(f"{path}: invalid TOML: {exc}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{path}: a config is a table of keys")
+    return from_dict(data, str(path))
+
+
+def override(cfg: RunConfig, **flags: Any) -> RunConfig:
+    """CLI flags win over the file; None means "not given"."""
+    for key, value in flags.items():
+        if value is None:
+            continue
+        if "." in key:
+            section, sub = key.split(".", 1)
+            setattr(getattr(cfg, section), sub, value)
+        else:
+            setattr(cfg, key, value)
+    return cfg
+
+
+def validate(cfg: RunConfig) -> RunConfig:
+    w = cfg.workload
+    if not 1 <= cfg.nodes <= MAX_NODES:
+        raise UsageError(f"nodes must be between 1 and {MAX_NODES}, got {cfg.nodes}")
+    validate_version(cfg.kafka_version)
+    if cfg.time_limit <= 0:
+        raise UsageError(f"time limit must be positive, got {cfg.time_limit:g}")
+    if cfg.rate <= 0:
+        raise UsageError(f"rate must be positive, got {cfg.rate:g}")
+    if cfg.concurrency < 1:
+        raise UsageError(f"concurrency must be at least 1, got {cfg.concurrency}")
+    if w.name not in WORKLOADS:
+        raise UsageError(f"unknown workload {w.name!r}; valid workloads: {', '.join(WORKLOADS)}")
+    if w.mode not in MODES:
+        raise UsageError(f"unknown workload mode {w.mode!r}; valid modes: {', '.join(MODES)}")
+    if w.partitions < 1:
+        raise UsageError(f"partitions must be at least 1, got {w.partitions}")
+    if not 1 <= w.replication_factor <= cfg.nodes:
+        raise UsageError(f"replication factor {w.replication_factor} must be between 1 and the node count {cfg.nodes}")
+    misr = int(cfg.topic.get("min.insync.replicas", 1))
+    if misr > w.replication_factor:
+        raise UsageError(f"min.insync.replicas {misr} is above the replication factor {w.replication_factor}")
+    if not 0 <= w.send_fraction <= 1:
+        raise UsageError(f"send_fraction must be between 0 and 1, got {w.send_fraction}")
+    if w.max_batch < 1 or w.op_timeout <= 0:
+        raise UsageError("max_batch must be at least 1 and op_timeout positive")
+    if cfg.nemesis.interval <= 0:
+        raise UsageError(f"nemesis interval must be positive, got {cfg.nemesis.interval:g}")
+    if cfg.nemesis.faults:
+        from nemesis.packages import build_packages  # raises UsageError naming the valid faults
+        build_packages(list(cfg.nemesis.faults))
+    if cfg.seed is not None and not isinstance(cfg.seed, int):
+        raise UsageError(f"seed must be an integer, got {cfg.seed!r}")
+    return cfg

@@ -1,0 +1,136 @@
+"""`kchaos run`, `kchaos analyze`, `kchaos report`."""
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import click
+from rich.console import Console
+
+from infra.errors import UsageError
+
+DEFAULT_CONFIG = Path(__file__).with_name("default.toml")
+console = Console()
+err_console = Console(stderr=True)
+
+
+class Progress:
+    """A live status line on a terminal; a line every few seconds in CI logs."""
+
+    def __init__(self, interval_s: float = 10.0):
+        self.tty = err_console.is_terminal
+        self.interval_s = interval_s
+        self._last = 0.0
+        self._status = err_console.status("starting") if self.tty else None
+
+    def __enter__(self) -> "Progress":
+        if self._status:
+            self._status.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._status:
+            self._status.__exit__(*exc)
+
+    def __call__(self, line: str, periodic: bool = False) -> None:
+        if self._status:
+            self._status.update(line)
+            return
+        now = time.monotonic()
+        if not periodic or now - self._last >= self.interval_s:
+            self._last = now if periodic else self._last
+            err_console.print(f"kchaos: {line}", highlight=False)
+
+
+def run_options(f):
+    for opt in reversed([
+        click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
+                     help="Run config (TOML, or a stored config.json). Default: the embedded default."),
+        click.option("--nodes", type=int, default=None, help="Number of brokers (1-7)."),
+        click.option("--kafka-version", default=None, help="Kafka release from Maven Central."),
+        click.option("--time-limit", type=float, default=None, help="Seconds of workload."),
+        click.option("--rate", type=float, default=None, help="Target ops per second, all workers together."),
+        click.option("--concurrency", type=int, default=None, help="Worker processes."),
+        click.option("--seed", type=int, default=None, help="Seed for the schedule (drawn if absent)."),
+        click.option("--nemesis", default=None, help="Faults: partition,kill,pause,clock, all or none."),
+        click.option("--nemesis-interval", type=float, default=None, help="Mean seconds between fault steps."),
+        click.option("--name", default=None, help="Run name (store/<name>/...)."),
+        click.option("--store", default=None, help="Store folder (default ./store)."),
+        click.option("--keep-cluster", is_flag=True, default=None, help="Leave the cluster up afterwards."),
+        click.option("--spark-master", default=None, help="Spark master for the checkers (default local[2])."),
+    ]):
+        f = opt(f)
+    return f
+
+
+def build_config(config_path: Path | None, **flags):
+    from harness import config as cfgmod
+    cfg = cfgmod.load(config_path or DEFAULT_CONFIG)
+    nemesis = flags.pop("nemesis")
+    if nemesis is not None:
+        cfg.nemesis.faults = [] if nemesis.strip() in ("", "none") else [nemesis]
+    interval = flags.pop("nemesis_interval")
+    if interval is not None:
+        cfg.nemesis.interval = interval
+    spark_master = flags.pop("spark_master")
+    if spark_master is not None:
+        cfg.checker["spark_master"] = spark_master
+    cfgmod.override(cfg, **{k: v for k, v in flags.items()})
+    return cfgmod.validate(cfg)
+
+
+def execute(cfg) -> int:
+    from harness.runner import Run
+    from reports import console_summary
+    with Progress() as progress:
+        outcome = Run(cfg, progress).execute()
+    if outcome.interrupted:
+        err_console.print(f"kchaos: run interrupted; history so far in {outcome.run_dir / 'history.jsonl'}")
+        return outcome.exit_code
+    console_summary(outcome.run_dir, console)
+    return outcome.exit_code
+
+
+def register(app: click.Group) -> None:
+    @app.command("run")
+    @run_options
+    def run_cmd(config_path, **flags) -> int:
+        """A chaos run: cluster up, workload under faults, checkers, report.
+
+        Exit 0 valid, 1 anomalies found, 2 unknown, 3 harness error, 64 usage error.
+        """
+        cfg = build_config(config_path, **flags)
+        return execute(cfg)
+
+    @app.command("analyze")
+    @click.argument("run_dir", type=click.Path(path_type=Path))
+    @click.option("--spark-master", default=None, help="Spark master (default local[2]).")
+    @click.option("--engine", type=click.Choice(["spark", "reference"]), default=None)
+    def analyze_cmd(run_dir: Path, spark_master: str | None, engine: str | None) -> int:
+        """Re-run the checkers on a stored run and rewrite results and reports."""
+        import json
+        from harness.analysis import analyze
+        from harness.store import resolve_run_dir
+        from reports import console_summary
+        run_dir = resolve_run_dir(run_dir)
+        stored = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").exists() else {}
+        checker = dict(stored.get("checker") or {})
+        if spark_master:
+            checker["spark_master"] = spark_master
+        if engine:
+            checker["engine"] = engine
+        verdict = analyze(run_dir, checker)
+        console_summary(run_dir, console)
+        return {True: 0, False: 1}.get(verdict, 2)
+
+    @app.command("report")
+    @click.argument("run_dir", type=click.Path(path_type=Path))
+    def report_cmd(run_dir: Path) -> int:
+        """Rebuild report.html and junit.xml from a stored run."""
+        from harness.store import resolve_run_dir
+        from reports import render_run
+        run_dir = resolve_run_dir(run_dir)
+        path = render_run(run_dir)
+        console.print(f"report: {path}")
+        return 0

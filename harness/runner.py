@@ -1,0 +1,354 @@
+"""One chaos run, phase by phase (DESIGN.md section 1).
+
+Threads: one per worker (a logical client process at a time), one nemesis
+thread walking the fault plan, one metadata sampler. Only the runner turns
+an exception from a client into an ``info`` completion, and it retires the
+process: an indeterminate op may still be in flight, so the worker goes on
+under a new process number with a fresh client.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import signal
+import sys
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from harness import schedule
+from harness.cluster import ClusterHandle, cluster_up, mark_kept, sweep_dead_runs
+from harness.config import RunConfig
+from harness.history import INFO, INVOKE, NEMESIS, SAMPLER, HistoryWriter
+from harness.store import attach_log_file, new_run_dir, write_json
+from infra.errors import KchaosError
+
+log = logging.getLogger(__name__)
+
+TOPIC = "kchaos"
+EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class Interrupted(Exception):
+    """Ctrl-C or SIGTERM during a run."""
+
+
+class Recorder:
+    """The history writer plus what the console and the final phase need:
+    counts by outcome and each process's outstanding invocation."""
+
+    def __init__(self, writer: HistoryWriter):
+        self.writer = writer
+        self.counts: Counter[tuple[str, str]] = Counter()
+        self.outstanding: dict[Any, dict] = {}
+        self._lock = threading.Lock()
+
+    def append(self, op: dict) -> dict:
+        op = self.writer.append(op)
+        with self._lock:
+            if op["type"] == INVOKE:
+                self.outstanding[op["process"]] = op
+            else:
+                self.outstanding.pop(op["process"], None)
+                self.counts[(op["f"], op["type"])] += 1
+        return op
+
+    def complete_outstanding(self, error: str) -> None:
+        """An interrupted run still leaves every invocation with a completion."""
+        with self._lock:
+            pending = list(self.outstanding.values())
+        for op in pending:
+            self.append({"process": op["process"], "type": INFO, "f": op["f"], "value": op.get("value"),
+                         "error": error})
+
+
+@dataclass
+class RunOutcome:
+    run_dir: Path
+    exit_code: int
+    verdict: Any = "unknown"
+    interrupted: bool = False
+    stats: dict[str, Any] = field(default_factory=dict)
+
+
+class Run:
+    def __init__(self, cfg: RunConfig, progress: Callable[..., None] | None = None):
+        self.cfg = cfg.with_seed()
+        self.progress = progress or (lambda line, periodic=False: None)
+        self.stop = threading.Event()            # workers and nemesis: the workload is over
+        self.sampling_done = threading.Event()   # the sampler runs on through the final phase
+        self.drain_completed: dict[int, bool] = {}
+        self.cluster: ClusterHandle | None = None
+        self.nemesis = None
+        self.packages: list = []
+        self.active_faults: dict[str, str] = {}
+        self._processes = itertools.count(self.cfg.concurrency)
+        self._threads: list[threading.Thread] = []
+        self.t0 = 0.0
+
+    # -- phases ---------------------------------------------------------------
+    def execute(self) -> RunOutcome:
+        cfg = self.cfg
+        run_dir = new_run_dir(Path(cfg.store), cfg.name)
+        self.run_dir = run_dir
+        log_handler = attach_log_file(run_dir)
+        cfg_json = cfg.to_json()
+        cfg_json["schedule_digest"] = schedule.digest(cfg)
+        write_json(run_dir / "config.json", cfg_json)
+        self.recorder = Recorder(HistoryWriter(run_dir / "history.jsonl"))
+        interrupted = False
+        previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+
+        def on_signal(signum, frame):
+            raise Interrupted(signal.Signals(signum).name)
+
+        for s in previous:
+            signal.signal(s, on_signal)
+        try:
+            sweep_dead_runs()
+            self._phase_cluster()
+            self._phase_workload()
+            self._phase_final()
+        except (Interrupted, KeyboardInterrupt) as exc:
+            interrupted = True
+            log.warning("run interrupted (%s): healing and tearing down", exc)
+            self.progress(f"interrupted ({exc}): healing faults and tearing down")
+        finally:
+            # A second Ctrl-C must not leave containers behind: finish the clean-up first.
+            for s in previous:
+                signal.signal(s, signal.SIG_IGN)
+            try:
+                self._teardown(interrupted)
+            finally:
+                for s, handler in previous.items():
+                    signal.signal(s, handler)
+                logging.getLogger().removeHandler(log_handler)
+                log_handler.close()
+        if interrupted:
+            return RunOutcome(run_dir, EXIT_INTERRUPTED, interrupted=True)
+        return self._phase_analysis()
+
+    def _phase_cluster(self) -> None:
+        from broker.lifecycle import BrokerSettings
+        cfg = self.cfg
+        self.progress(f"bringing up {cfg.nodes} Kafka {cfg.kafka_version} brokers")
+        settings = BrokerSettings(properties=dict(cfg.broker), features=dict(cfg.broker_features))
+        name = f"{cfg.name}-{self.run_dir.name}".lower()[:40]
+        self.cluster = cluster_up(name, cfg.nodes, cfg.kafka_version, cfg.base_image, settings)
+        log.info("cluster %s up: %s", name, self.cluster.timings)
+        if cfg.keep_cluster:
+            mark_kept(name, cfg.kafka_version, settings)
+        self.cluster.kafka.create_topic(TOPIC, cfg.workload.partitions, cfg.workload.replication_factor,
+                                        config=cfg.topic)
+
+    def _phase_workload(self) -> None:
+        cfg = self.cfg
+        self.t0 = time.monotonic()
+        if cfg.nemesis.faults:
+            import random
+            from nemesis.core import NemesisContext
+            from nemesis.packages import build_nemesis, build_packages
+            self.packages = build_packages(list(cfg.nemesis.faults))
+            ctx = NemesisContext(self.cluster.kafka, TOPIC, random.Random(f"kchaos:{cfg.seed}:resolve"))
+            self.nemesis = build_nemesis(self.packages, ctx)
+        self._start(self._sampler, "sampler")
+        workers = [self._start(self._worker, f"worker-{w}", w) for w in range(cfg.concurrency)]
+        nemesis_thread = self._start(self._nemesis_loop, "nemesis") if self.nemesis else None
+        deadline = self.t0 + cfg.time_limit
+        while time.monotonic() < deadline:
+            time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+            self._report_progress()
+        self.stop.set()
+        for t in [*workers, *([nemesis_thread] if nemesis_thread else [])]:
+            t.join(timeout=cfg.workload.op_timeout + 30)
+
+    def _phase_final(self) -> None:
+        """Heal, restart, wait for leaders, then read every partition to its end."""
+        cfg = self.cfg
+        kafka = self.cluster.kafka
+        self.progress("final phase: healing faults, restarting brokers, draining")
+        if self.nemesis is not None:
+            from nemesis.packages import HEAL_ORDER
+            for name in HEAL_ORDER:
+                for package in self.packages:
+                    if package.name == name:
+                        for op in package.final_ops():
+                            self._invoke_nemesis(op)
+        self._heal_everything(restart_dead=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                states = kafka.partition_states(TOPIC)
+                if states and all(s.leader is not None for s in states):
+                    break
+            except Exception as exc:
+                log.info("waiting for leaders: %s", exc)
+            time.sleep(1)
+        time.sleep(cfg.recovery)
+        from workloads.drain import drain
+        completed = drain(kafka.bootstrap(), TOPIC, cfg.workload.partitions, cfg.consumer, self.recorder.append,
+                          cfg.drain_timeout)
+        self.drain_completed = completed
+        log.info("drain completed: %s", completed)
+        self.sampling_done.set()
+
+    def _teardown(self, interrupted: bool) -> None:
+        self.stop.set()
+        self.sampling_done.set()
+        for t in self._threads:
+            t.join(timeout=self.cfg.workload.op_timeout + 15 if not interrupted else 5)
+        if interrupted:
+            self.recorder.complete_outstanding("interrupted")
+        if self.cluster is not None:
+            if interrupted:
+                self._heal_everything(restart_dead=False)
+            try:
+                self.cluster.kafka.collect_logs(self.run_dir / "nodes")
+            except Exception as exc:
+                log.warning("collecting node logs failed: %s", exc)
+            if not self.cfg.keep_cluster:
+                self.cluster.down()
+        self.recorder.writer.close()
+
+    def _phase_analysis(self) -> RunOutcome:
+        run_dir = self.run_dir
+        self.progress("checking the history")
+        from harness.analysis import analyze
+        verdict = analyze(run_dir, self.cfg.checker)
+        code = {True: EXIT_VALID, False: EXIT_INVALID}.get(verdict, EXIT_UNKNOWN)
+        return RunOutcome(run_dir, code, verdict, stats=dict(self.recorder.counts))
+
+    # -- threads ----------------------------------------------------------------
+    def _start(self, target, name: str, *args) -> threading.Thread:
+        t = threading.Thread(target=self._guard(target), args=args, name=name, daemon=True)
+        self._threads.append(t)
+        t.start()
+        return t
+
+    def _guard(self, target):
+        def run(*args):
+            try:
+                target(*args)
+            except Exception:
+                log.exception("%s crashed", threading.current_thread().name)
+        return run
+
+    def _client_context(self, process: int):
+        from workloads.core import ClientContext
+        cfg = self.cfg
+        return ClientContext(
+            bootstrap=self.cluster.kafka.bootstrap(), topic=TOPIC, partitions=cfg.workload.partitions,
+            process=process, producer_config=dict(cfg.producer), consumer_config=dict(cfg.consumer),
+            mode=cfg.workload.mode, group_id=f"kchaos-{cfg.seed}", op_timeout_s=cfg.workload.op_timeout,
+            poll_max_messages=cfg.workload.poll_max_messages, poll_timeout_s=cfg.workload.poll_timeout)
+
+    def _worker(self, worker: int) -> None:
+        from workloads.queue import QueueClient
+        process = worker
+        client = None
+        ops = schedule.worker_ops(self.cfg, worker)
+        setup_op = next(ops)  # assign/subscribe: replayed for every new process
+        next_at = time.monotonic()
+        pending = [setup_op]
+        while not self.stop.is_set():
+            if client is None:
+                client = QueueClient()
+                try:
+                    client.open(self._client_context(process))
+                except Exception as exc:
+                    log.warning("worker %d: opening a client failed: %s", worker, exc)
+                    client = None
+                    self.stop.wait(1.0)
+                    continue
+                pending.insert(0, setup_op)
+            planned = pending.pop(0) if pending else next(ops)
+            next_at += planned.delay_s
+            wait = next_at - time.monotonic()
+            if wait > 0 and self.stop.wait(wait):
+                break
+            next_at = max(next_at, time.monotonic() - 1.0)  # no catch-up bursts after a slow op
+            self.recorder.append({"process": process, "type": INVOKE, "f": planned.f, "value": planned.value})
+            try:
+                completion = client.invoke({"f": planned.f, "value": planned.value})
+            except Exception as exc:
+                log.info("worker %d process %d crashed: %r", worker, process, exc)
+                completion = {"type": INFO, "f": planned.f, "value": planned.value, "error": f"crash: {exc!r}"}
+            completion.pop("process", None)
+            completion.pop("index", None)
+            completion.pop("time", None)
+            self.recorder.append({"process": process, **completion, "f": planned.f})
+            if completion["type"] == INFO:
+                # The op may still take effect later (a send in flight, a half-done
+                # assignment): retire this process and go on under a new number.
+                self._close_quietly(client)
+                client = None
+                process = next(self._processes)
+        if client is not None:
+            self._close_quietly(client)
+
+    @staticmethod
+    def _close_quietly(client) -> None:
+        try:
+            client.close()
+        except Exception as exc:
+            log.info("closing a client failed: %s", exc)
+
+    def _nemesis_loop(self) -> None:
+        from harness.schedule import fault_plan
+        for at, op in fault_plan(self.cfg):
+            if self.stop.wait(max(0.0, self.t0 + at - time.monotonic())):
+                return
+            self._invoke_nemesis(op)
+
+    def _invoke_nemesis(self, op: dict) -> dict:
+        self.recorder.append({"process": NEMESIS, "type": INVOKE, "f": op["f"], "value": op.get("value")})
+        try:
+            done = self.nemesis.invoke(dict(op))
+        except Exception as exc:
+            log.warning("nemesis op %s failed: %s", op["f"], exc)
+            done = {"type": INFO, "f": op["f"], "value": {**(op.get("value") or {}), "error": str(exc)}}
+        fault = (op.get("value") or {}).get("fault", op["f"])
+        if op["f"].startswith(("start", "kill", "pause", "bump", "strobe")) and op["f"] != "start":
+            self.active_faults[fault] = op["f"]
+        else:
+            self.active_faults.pop(fault, None)
+        done = {k: v for k, v in done.items() if k not in ("index", "time", "process")}
+        return self.recorder.append({"process": NEMESIS, **done, "type": INFO, "f": op["f"]})
+
+    def _heal_everything(self, restart_dead: bool) -> None:
+        if self.cluster is None:
+            return
+        try:
+            from nemesis.packages import heal_all
+        except ImportError:
+            return
+        result = heal_all(self.cluster.kafka, restart_dead=restart_dead)
+        log.info("heal_all: %s", result)
+
+    def _sampler(self) -> None:
+        kafka = self.cluster.kafka
+        admin = kafka.admin()
+        while not self.sampling_done.is_set():
+            started = time.monotonic()
+            try:
+                states = kafka.partition_states(TOPIC, admin)
+                controller = kafka.active_controller()
+                self.recorder.append({"process": SAMPLER, "type": "ok", "f": "sample", "value": {
+                    "controller": controller,
+                    "partitions": {str(s.partition): {"leader": s.leader, "isr": list(s.isr), "epoch": s.epoch}
+                                   for s in states}}})
+            except Exception as exc:
+                log.debug("sample failed: %s", exc)
+            self.sampling_done.wait(max(0.0, self.cfg.sample_interval - (time.monotonic() - started)))
+
+    def _report_progress(self) -> None:
+        c = self.recorder.counts
+        ok = sum(v for (f, t), v in c.items() if t == "ok" and f in ("send", "poll"))
+        fail = sum(v for (f, t), v in c.items() if t == "fail")
+        info = sum(v for (f, t), v in c.items() if t == "info" and f in ("send", "poll"))
+        faults = ", ".join(f"{k}" for k in self.active_faults) or "none"
+        self.progress(f"{time.monotonic() - self.t0:5.1f}/{self.cfg.time_limit:g}s  ok {ok}  fail {fail}  "
+                      f"info {info}  faults: {faults}", periodic=True)

@@ -1,0 +1,84 @@
+"""The run's schedule, pure: what each worker does and when faults happen.
+
+Everything is drawn from RNGs derived from the one seed, so the same seed
+and config give the same sequence of ops per worker and the same fault
+timeline, whatever the threads' timing. Values are unique per partition by
+construction (a worker's message counter interleaved across workers), so no
+shared counter is needed and a value names the send that wrote it.
+"""
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import random
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from harness.config import RunConfig
+
+
+@dataclass(frozen=True)
+class PlannedOp:
+    delay_s: float          # pause before invoking, from the worker's pacing
+    f: str
+    value: Any
+
+
+def worker_rng(seed: int, worker: int) -> random.Random:
+    return random.Random(f"kchaos:{seed}:worker:{worker}")
+
+
+def nemesis_rng(seed: int) -> random.Random:
+    return random.Random(f"kchaos:{seed}:nemesis")
+
+
+def max_ops_per_worker(cfg: RunConfig) -> int:
+    """An upper bound on the ops a worker can issue within the time limit."""
+    return int(cfg.rate / cfg.concurrency * cfg.time_limit * 2) + 10
+
+
+def worker_ops(cfg: RunConfig, worker: int) -> Iterator[PlannedOp]:
+    """The endless op stream of one worker (the runner stops at the deadline)."""
+    assert cfg.seed is not None, "schedule needs a fixed seed"
+    rng = worker_rng(cfg.seed, worker)
+    w = cfg.workload
+    per_worker_rate = cfg.rate / cfg.concurrency
+    messages_sent = 0
+    partitions = list(range(w.partitions))
+    if w.mode == "assign":
+        k = rng.randint(1, len(partitions))
+        yield PlannedOp(0.0, "assign", sorted(rng.sample(partitions, k)))
+    else:
+        yield PlannedOp(0.0, "subscribe", None)
+    while True:
+        # Uniform 0..2x the mean gap: the op rate averages cfg.rate, without lockstep.
+        delay = rng.uniform(0, 2 / per_worker_rate)
+        if rng.random() < w.send_fraction:
+            p = rng.choice(partitions)
+            batch = []
+            for _ in range(rng.randint(1, w.max_batch)):
+                batch.append([p, messages_sent * cfg.concurrency + worker, None])
+                messages_sent += 1
+            yield PlannedOp(delay, "send", batch)
+        else:
+            yield PlannedOp(delay, "poll", None)
+
+
+def fault_plan(cfg: RunConfig) -> list[tuple[float, dict[str, Any]]]:
+    if not cfg.nemesis.faults:
+        return []
+    from nemesis.packages import build_packages, plan
+    packages = build_packages(list(cfg.nemesis.faults))
+    return plan(packages, cfg.time_limit, cfg.nemesis.interval, nemesis_rng(cfg.seed))
+
+
+def digest(cfg: RunConfig) -> str:
+    """A fingerprint of the schedule: every worker's ops up to the bound, and the faults."""
+    h = hashlib.sha256()
+    for worker in range(cfg.concurrency):
+        for op in itertools.islice(worker_ops(cfg, worker), max_ops_per_worker(cfg)):
+            h.update(json.dumps([worker, round(op.delay_s, 9), op.f, op.value]).encode())
+    for at, op in fault_plan(cfg):
+        h.update(json.dumps([round(at, 6), op], sort_keys=True, default=str).encode())
+    return h.hexdigest()[:16]
