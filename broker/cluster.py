@@ -48,6 +48,7 @@ class KafkaCluster:
         self.nodes = list(nodes)
         self.settings = settings or BrokerSettings()
         self.brokers = {n.name: Broker(n, self.settings) for n in self.nodes}
+        self._admins: dict[int, object] = {}
 
     # -- addresses ---------------------------------------------------------
     def bootstrap(self, names: Sequence[str] | None = None) -> str:
@@ -146,7 +147,12 @@ class KafkaCluster:
         raise TopicError(f"topic {topic!r} has partitions without a leader after {timeout_s:.0f}s")
 
     def partition_states(self, topic: str, admin=None) -> list[PartitionState]:
-        md = (admin or self.admin()).list_topics(topic=topic, timeout=5)
+        """Leaders and ISRs as whichever broker answers sees them (see
+        ``authoritative_partition_states`` when staleness matters)."""
+        return self._states((admin or self.admin()).list_topics(topic=topic, timeout=5), topic)
+
+    @staticmethod
+    def _states(md, topic: str) -> list[PartitionState]:
         t = md.topics.get(topic)
         if t is None or t.error is not None and "UNKNOWN_TOPIC" in str(t.error):
             return []
@@ -156,6 +162,28 @@ class KafkaCluster:
             out.append(PartitionState(p.id, leader, tuple(sorted(p.isrs)), tuple(p.replicas),
                                       getattr(p, "leader_epoch", None)))
         return out
+
+    def authoritative_partition_states(self, topic: str, controller: int,
+                                       attempts: int = 4) -> list[PartitionState] | None:
+        """The partition states as the active controller's broker sees them.
+
+        Any broker answers a metadata request, and an isolated or paused one
+        answers with a stale view (it may still call itself leader). In
+        combined mode the active controller's broker holds the newest metadata,
+        so only its answers count: ``orig_broker_id`` is -1 for the bootstrap
+        connection itself (bootstrapped to the controller) or the controller's id.
+        """
+        admin = self._admins.get(controller)
+        if admin is None:
+            from confluent_kafka.admin import AdminClient
+            admin = AdminClient({"bootstrap.servers": f"{self.node(controller).address}:{BROKER_PORT}",
+                                 "socket.timeout.ms": 3000, "log_level": 0, "logger": _quiet_logger()})
+            self._admins[controller] = admin
+        for _ in range(attempts):
+            md = admin.list_topics(topic=topic, timeout=3)
+            if md.orig_broker_id in (-1, controller):
+                return self._states(md, topic)
+        return None
 
     def leaders(self, topic: str) -> dict[int, int | None]:
         return {s.partition: s.leader for s in self.partition_states(topic)}

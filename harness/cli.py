@@ -50,13 +50,20 @@ name_option = click.option("--name", default="default", show_default=True, help=
 @name_option
 @click.option("--base-image", default=None, help="Use this local image instead of a debootstrap base.")
 @click.option("--broker-prop", multiple=True, help="server.properties override KEY=VALUE (repeatable).")
-def cluster_up_cmd(nodes: int, kafka_version: str, name: str, base_image: str | None, broker_prop: tuple[str, ...]) -> None:
+@click.option("--inventory", default=None, type=click.Path(),
+              help="Use the SSH hosts of this inventory (TOML) instead of containers; --nodes is then ignored.")
+def cluster_up_cmd(nodes: int, kafka_version: str, name: str, base_image: str | None, broker_prop: tuple[str, ...],
+                   inventory: str | None) -> None:
     """Start a cluster and leave it running (until `kchaos cluster down`)."""
     from broker.lifecycle import BrokerSettings
     from harness.cluster import cluster_up
     settings = BrokerSettings(properties=parse_props(broker_prop))
+    if inventory is not None:
+        from infra.inventory import load_inventory
+        nodes = len(load_inventory(inventory))
     with err_console.status(f"bringing up {nodes} Kafka {kafka_version} brokers"):
-        handle = cluster_up(name, nodes, kafka_version, base_image, settings, keep=True)
+        handle = cluster_up(name, nodes, kafka_version, base_image, settings, keep=True,
+                            backend="ssh" if inventory else "docker", inventory=inventory)
     console.print(soft_wrap=True, *[f"cluster [bold]{name}[/] up in {handle.timings['total_s']:.1f}s; "
                   f"bootstrap servers: {handle.kafka.bootstrap()}"])
 
@@ -110,17 +117,33 @@ def cluster_down_cmd(name: str) -> None:
 
 @app.command("clean")
 @click.option("--name", default=None, help="Only this cluster (default: every kchaos cluster).")
-def clean_cmd(name: str | None) -> None:
+@click.option("--inventory", default=None, type=click.Path(),
+              help="Also heal these SSH hosts: kill brokers, remove the KCHAOS chain, reset clocks.")
+def clean_cmd(name: str | None, inventory: str | None) -> None:
     """Remove every container, network and firewall chain kchaos ever made."""
     from harness.cluster import clean_all
+    failed = []
+    if inventory is not None:
+        from harness.cluster import clean_ssh_hosts
+        from infra.engine import _ping
+        for node, status in clean_ssh_hosts(inventory).items():
+            console.print(f"{node}: {'healed' if status == 'ok' else status}", highlight=False, soft_wrap=True)
+            if status != "ok":
+                failed.append(node)
+        if not _ping():  # SSH-only machine: no Docker engine to clean (and none is started for it)
+            if failed:
+                raise KchaosError(f"could not heal {', '.join(failed)}")
+            return
     containers, networks = clean_all(name)
     console.print(f"removed {containers} containers and {networks} networks")
+    if failed:
+        raise KchaosError(f"could not heal {', '.join(failed)}")
 
 
 def _register_optional_commands() -> None:
     """Commands contributed by other packages: each module has ``register(app)``."""
     import importlib
-    for module in ("harness.run_cli", "nemesis.cli"):
+    for module in ("harness.run_cli", "nemesis.cli", "harness.suite_cli"):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:

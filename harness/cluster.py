@@ -37,15 +37,25 @@ class ClusterHandle:
     def down(self) -> None:
         if self.backend == "docker":
             docker_backend.destroy(self.name)
+        elif self.backend == "ssh":
+            # The hosts stay: brokers killed, faults healed; data and logs kept for a look.
+            from infra import ssh_backend
+            ssh_backend.stop_hosts(self.kafka.nodes)
+            _ssh_record(self.name).unlink(missing_ok=True)
 
 
 def cluster_up(name: str = DEFAULT_CLUSTER, nodes: int = 3, kafka_version: str = DEFAULT_KAFKA_VERSION,
                base_image: str | None = None, settings: BrokerSettings | None = None,
-               keep: bool = False, ready_timeout_s: float = 120.0) -> ClusterHandle:
+               keep: bool = False, ready_timeout_s: float = 120.0, backend: str = "docker",
+               inventory: str | Path | None = None) -> ClusterHandle:
     """Nodes up, brokers formatted and started, every broker ready.
 
     On any failure the half-made cluster is removed before the error goes up.
+    With ``backend="ssh"`` the nodes are the hosts of ``inventory`` (``nodes`` and
+    ``base_image`` are then unused).
     """
+    if backend == "ssh":
+        return _cluster_up_ssh(name, inventory, kafka_version, settings, keep, ready_timeout_s)
     t0 = time.monotonic()
     docker_backend.validate_node_count(nodes)
     dist = resolve_kafka(kafka_version)
@@ -65,7 +75,15 @@ def cluster_up(name: str = DEFAULT_CLUSTER, nodes: int = 3, kafka_version: str =
                          {"image_s": t_image - t0, "start_s": t_ready - t_image, "total_s": t_ready - t0})
 
 
-def cluster_attach(name: str = DEFAULT_CLUSTER, settings: BrokerSettings | None = None) -> ClusterHandle:
+def cluster_attach(name: str = DEFAULT_CLUSTER, settings: BrokerSettings | None = None,
+                   inventory: str | Path | None = None) -> ClusterHandle:
+    """A running cluster: the SSH hosts of ``inventory`` (or of the SSH cluster
+    brought up under ``name``), else the Docker cluster ``name``."""
+    if inventory is None and _ssh_record(name).exists():
+        inventory = json.loads(_ssh_record(name).read_text())["inventory"]
+    if inventory is not None:
+        from infra import ssh_backend
+        return ClusterHandle(name, KafkaCluster(ssh_backend.nodes_for(inventory), settings or BrokerSettings()), "ssh")
     dc = docker_backend.attach_cluster(name)
     return ClusterHandle(name, KafkaCluster(dc.nodes, settings or BrokerSettings()), "docker")
 
@@ -93,12 +111,16 @@ def kept_clusters() -> frozenset[str]:
 
 def cluster_down(name: str = DEFAULT_CLUSTER) -> tuple[int, int]:
     (_kept_dir() / f"{name}.json").unlink(missing_ok=True)
+    if _ssh_record(name).exists():
+        cluster_attach(name).down()
+        return 0, 0
     return docker_backend.destroy(name)
 
 
 def clean_all(name: str | None = None) -> tuple[int, int]:
     """Remove every container and network kchaos ever made, or one cluster's
-    (firewall chains and clock offsets live inside the containers and go with them)."""
+    (firewall chains and clock offsets live inside the containers and go with them).
+    SSH hosts outlive runs: ``clean_ssh_hosts`` heals them."""
     if name is None:
         for p in _kept_dir().glob("*.json") if _kept_dir().exists() else []:
             p.unlink(missing_ok=True)
@@ -110,3 +132,57 @@ def clean_all(name: str | None = None) -> tuple[int, int]:
 def sweep_dead_runs() -> tuple[int, int]:
     """Leftovers of runs whose harness died: removed before a new run starts."""
     return docker_backend.destroy(None, only_dead_owners=True, spare=kept_clusters())
+
+
+# -- SSH hosts (infra.ssh_backend) ------------------------------------------------------
+def _ssh_record(name: str) -> Path:
+    """Which inventory an SSH cluster runs on, so `cluster status`/`nemesis`/`down` find it by name."""
+    return cache_root() / "ssh-clusters" / f"{name}.json"
+
+
+def _cluster_up_ssh(name: str, inventory: str | Path | None, kafka_version: str,
+                    settings: BrokerSettings | None, keep: bool, ready_timeout_s: float) -> ClusterHandle:
+    from infra import ssh_backend
+    from infra.errors import UsageError
+    if inventory is None:
+        raise UsageError("the ssh backend needs an inventory file (--inventory FILE)")
+    docker_backend.validate_cluster_name(name)
+    t0 = time.monotonic()
+    dist = resolve_kafka(kafka_version)
+    inv = ssh_backend.load_inventory(inventory)
+    nodes = ssh_backend.connect_all(inv)
+    try:
+        ssh_backend.reset_hosts(nodes)
+        reports = ssh_backend.provision_all(nodes, dist)
+        log.info("hosts provisioned: %s", reports)
+        t_prov = time.monotonic()
+        _ssh_record(name).parent.mkdir(parents=True, exist_ok=True)
+        _ssh_record(name).write_text(json.dumps({"name": name, "inventory": str(inv.path or inventory)}))
+        kafka = KafkaCluster(nodes, settings or BrokerSettings())
+        kafka.setup(timeout_s=ready_timeout_s)
+    except BaseException:
+        ssh_backend.stop_hosts(nodes)
+        _ssh_record(name).unlink(missing_ok=True)
+        raise
+    if keep:
+        mark_kept(name, kafka_version, settings)
+    t_ready = time.monotonic()
+    return ClusterHandle(name, kafka, "ssh",
+                         {"provision_s": t_prov - t0, "start_s": t_ready - t_prov, "total_s": t_ready - t0})
+
+
+def clean_ssh_hosts(inventory: str | Path) -> dict[str, str]:
+    """`kchaos clean --inventory`: kill brokers, remove the KCHAOS chain, reset clocks;
+    forget SSH clusters recorded on this inventory. Returns {node: "ok" | error}."""
+    from infra import ssh_backend
+    report = ssh_backend.heal_hosts(inventory)
+    target = str(Path(inventory).expanduser().resolve())
+    d = _ssh_record("x").parent
+    for rec in d.glob("*.json") if d.exists() else []:
+        try:
+            if json.loads(rec.read_text()).get("inventory") == target:
+                rec.unlink(missing_ok=True)
+                (_kept_dir() / rec.name).unlink(missing_ok=True)
+        except (OSError, ValueError):
+            pass
+    return report

@@ -19,6 +19,7 @@ from infra.errors import UsageError
 
 WORKLOADS = ("queue",)
 MODES = ("assign", "subscribe")
+BACKENDS = ("docker", "ssh")
 MAX_NODES = 7
 
 
@@ -58,6 +59,8 @@ class RunConfig:
     sample_interval: float = 0.5
     store: str = "store"
     keep_cluster: bool = False
+    backend: str = "docker"          # "docker": local containers; "ssh": the hosts of ``inventory``
+    inventory: str | None = None     # SSH inventory (TOML), see infra/inventory.py
     workload: WorkloadConfig = field(default_factory=WorkloadConfig)
     nemesis: NemesisConfig = field(default_factory=NemesisConfig)
     topic: dict[str, Any] = field(default_factory=lambda: {"min.insync.replicas": 2})
@@ -169,6 +172,7 @@ def override(cfg: RunConfig, **flags: Any) -> RunConfig:
 
 def validate(cfg: RunConfig) -> RunConfig:
     w = cfg.workload
+    _validate_backend(cfg)
     if not 1 <= cfg.nodes <= MAX_NODES:
         raise UsageError(f"nodes must be between 1 and {MAX_NODES}, got {cfg.nodes}")
     validate_version(cfg.kafka_version)
@@ -201,3 +205,23 @@ def validate(cfg: RunConfig) -> RunConfig:
     if cfg.seed is not None and not isinstance(cfg.seed, int):
         raise UsageError(f"seed must be an integer, got {cfg.seed!r}")
     return cfg
+
+
+def _validate_backend(cfg: RunConfig) -> None:
+    """backend and inventory; with ssh, the inventory is read now (so a bad one
+    costs exit 64 before anything starts) and decides the node count."""
+    if cfg.backend not in BACKENDS:
+        raise UsageError(f"unknown backend {cfg.backend!r}; valid backends: {', '.join(BACKENDS)}")
+    if cfg.inventory is not None and not isinstance(cfg.inventory, str):
+        raise UsageError(f"inventory must be a file path, got {cfg.inventory!r}")
+    if cfg.backend == "docker":
+        if cfg.inventory:
+            raise UsageError('an inventory is given but backend is "docker"; set backend = "ssh" '
+                             "(--inventory does that)")
+        return
+    if not cfg.inventory:
+        raise UsageError('backend "ssh" needs an inventory file: inventory = "hosts.toml" or --inventory FILE')
+    from infra.inventory import load_inventory  # raises InventoryError (a UsageError) naming the mistake
+    inv = load_inventory(cfg.inventory)
+    cfg.inventory = str(inv.path)
+    cfg.nodes = len(inv)

@@ -73,6 +73,9 @@ def build_config(config_path: Path | None, **flags):
     interval = flags.pop("nemesis_interval")
     if interval is not None:
         cfg.nemesis.interval = interval
+    inventory = flags.pop("inventory", None)
+    if inventory is not None:
+        cfg.backend, cfg.inventory = "ssh", str(inventory)
     spark_master = flags.pop("spark_master")
     if spark_master is not None:
         cfg.checker["spark_master"] = spark_master
@@ -95,6 +98,8 @@ def execute(cfg) -> int:
 def register(app: click.Group) -> None:
     @app.command("run")
     @run_options
+    @click.option("--inventory", type=click.Path(path_type=Path), default=None,
+                  help="Run on the SSH hosts of this inventory (TOML) instead of local containers.")
     def run_cmd(config_path, **flags) -> int:
         """A chaos run: cluster up, workload under faults, checkers, report.
 

@@ -85,6 +85,8 @@ class Run:
         self.nemesis = None
         self.packages: list = []
         self.active_faults: dict[str, str] = {}
+        # One nemesis op at a time: the final heal waits for a fault op still running.
+        self._nemesis_lock = threading.Lock()
         self._processes = itertools.count(self.cfg.concurrency)
         self._threads: list[threading.Thread] = []
         self.t0 = 0.0
@@ -108,7 +110,8 @@ class Run:
         for s in previous:
             signal.signal(s, on_signal)
         try:
-            sweep_dead_runs()
+            if cfg.backend == "docker":  # an SSH run may have no Docker engine at all
+                sweep_dead_runs()
             self._phase_cluster()
             self._phase_workload()
             self._phase_final()
@@ -137,7 +140,8 @@ class Run:
         self.progress(f"bringing up {cfg.nodes} Kafka {cfg.kafka_version} brokers")
         settings = BrokerSettings(properties=dict(cfg.broker), features=dict(cfg.broker_features))
         name = f"{cfg.name}-{self.run_dir.name}".lower()[:40]
-        self.cluster = cluster_up(name, cfg.nodes, cfg.kafka_version, cfg.base_image, settings)
+        self.cluster = cluster_up(name, cfg.nodes, cfg.kafka_version, cfg.base_image, settings,
+                                  backend=cfg.backend, inventory=cfg.inventory)
         log.info("cluster %s up: %s", name, self.cluster.timings)
         if cfg.keep_cluster:
             mark_kept(name, cfg.kafka_version, settings)
@@ -304,6 +308,10 @@ class Run:
             self._invoke_nemesis(op)
 
     def _invoke_nemesis(self, op: dict) -> dict:
+        with self._nemesis_lock:
+            return self._invoke_nemesis_locked(op)
+
+    def _invoke_nemesis_locked(self, op: dict) -> dict:
         self.recorder.append({"process": NEMESIS, "type": INVOKE, "f": op["f"], "value": op.get("value")})
         try:
             done = self.nemesis.invoke(dict(op))
@@ -329,17 +337,20 @@ class Run:
         log.info("heal_all: %s", result)
 
     def _sampler(self) -> None:
+        """Every few hundred ms: the active controller and, as its broker sees
+        them, each partition's leader and ISR. A sample that cannot be had
+        from the controller is skipped rather than recorded from a stale view."""
         kafka = self.cluster.kafka
-        admin = kafka.admin()
         while not self.sampling_done.is_set():
             started = time.monotonic()
             try:
-                states = kafka.partition_states(TOPIC, admin)
                 controller = kafka.active_controller()
-                self.recorder.append({"process": SAMPLER, "type": "ok", "f": "sample", "value": {
-                    "controller": controller,
-                    "partitions": {str(s.partition): {"leader": s.leader, "isr": list(s.isr), "epoch": s.epoch}
-                                   for s in states}}})
+                states = kafka.authoritative_partition_states(TOPIC, controller) if controller else None
+                if states is not None:
+                    self.recorder.append({"process": SAMPLER, "type": "ok", "f": "sample", "value": {
+                        "controller": controller,
+                        "partitions": {str(s.partition): {"leader": s.leader, "isr": list(s.isr), "epoch": s.epoch}
+                                       for s in states}}})
             except Exception as exc:
                 log.debug("sample failed: %s", exc)
             self.sampling_done.wait(max(0.0, self.cfg.sample_interval - (time.monotonic() - started)))

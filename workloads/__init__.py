@@ -1,0 +1,15 @@
+"""Workloads: clients that turn history ops into Kafka calls.
+
+The queue workload (``QueueClient``) after Jepsen's Kafka queue test, its
+delivery-error classification, and the final drain. See ``workloads.core``
+for the Client protocol the runner drives.
+"""
+from workloads.classify import CERTAIN_NOT_WRITTEN, classify_delivery_error
+from workloads.core import (Client, ClientContext, consumer_settings, delivery_timeout_ms, merge_settings,
+                            producer_settings)
+from workloads.drain import DRAIN_PROCESS_BASE, drain
+from workloads.queue import QueueClient, shape_poll
+
+__all__ = ["CERTAIN_NOT_WRITTEN", "Client", "ClientContext", "DRAIN_PROCESS_BASE", "QueueClient",
+           "classify_delivery_error", "consumer_settings", "delivery_timeout_ms", "drain", "merge_settings",
+           "producer_settings", "shape_poll"]

@@ -1,0 +1,146 @@
+"""The client protocol between the runner and a workload, and client settings.
+
+The runner owns processes and the history; a workload client owns the Kafka
+handles of one logical process. The runner calls::
+
+    client.open(ctx)                  # once, before the first op
+    completion = client.invoke(op)    # op: {"f": ..., "value": ..., ...}
+    client.close()                    # once; also after a crash
+
+``invoke`` returns the completion: ``{"type": "ok" | "fail" | "info", "f",
+"value", "error"?, "node"?}`` (plus workload-specific keys, see
+``workloads.queue``). It never raises for a Kafka error it can classify; an
+exception out of ``invoke`` is a bug or an unknown state, and the runner turns
+it into an ``info`` completion and replaces the process.
+
+Client settings are librdkafka property dicts merged over the defaults below
+(``producer_settings`` / ``consumer_settings``): the run config's dicts win,
+and aliases (``delivery.timeout.ms`` for ``message.timeout.ms`` ...) replace
+the default under either name.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Literal, Mapping, Protocol, runtime_checkable
+
+Op = dict[str, Any]
+Mode = Literal["assign", "subscribe"]
+
+OK, FAIL, INFO = "ok", "fail", "info"
+
+#: Logger that receives every librdkafka log line (instead of stderr).
+LIBRDKAFKA_LOGGER = "kchaos.librdkafka"
+
+
+@dataclass
+class ClientContext:
+    """What one client process needs to talk to the cluster."""
+
+    bootstrap: str
+    topic: str
+    partitions: int
+    process: int = 0
+    producer_config: dict[str, Any] = field(default_factory=dict)
+    consumer_config: dict[str, Any] = field(default_factory=dict)
+    mode: Mode = "assign"
+    group_id: str = "kchaos"
+    op_timeout_s: float = 10.0
+    node: str | None = None           # recorded as "node" in every completion
+    client_rack: str | None = None    # consumer client.rack (fetch from follower)
+    poll_max_messages: int = 500      # a poll op returns at most this many messages
+    poll_timeout_s: float = 0.1       # how long a poll op waits for the first message
+    message_bytes: int = 0            # pad each value (ASCII decimal) with spaces to this size
+
+
+@runtime_checkable
+class Client(Protocol):
+    def open(self, ctx: ClientContext) -> None: ...
+
+    def invoke(self, op: Op) -> Op: ...
+
+    def close(self) -> None: ...
+
+
+# -- librdkafka settings ------------------------------------------------------
+
+# Groups of librdkafka property names that set the same thing (CONFIGURATION.md).
+_ALIASES = [
+    {"message.timeout.ms", "delivery.timeout.ms"},
+    {"linger.ms", "queue.buffering.max.ms"},
+    {"acks", "request.required.acks"},
+    {"retries", "message.send.max.retries"},
+    {"bootstrap.servers", "metadata.broker.list"},
+]
+_ALIAS_OF = {name: group for group in _ALIASES for name in group}
+
+
+def librdkafka_logger() -> logging.Logger:
+    return logging.getLogger(LIBRDKAFKA_LOGGER)
+
+
+def delivery_timeout_ms(op_timeout_s: float) -> int:
+    """message.timeout.ms a little under the op timeout: librdkafka scans for
+    timed-out messages about once a second, so leave it at least 1 s (or 10%)
+    to fail them itself, before the client has to purge at the op deadline."""
+    op_ms = int(op_timeout_s * 1000)
+    return max(op_ms - max(1000, op_ms // 10), op_ms // 2, 1)
+
+
+def merge_settings(defaults: Mapping[str, Any], overrides: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``overrides`` over ``defaults``; an override under an alias name removes
+    the default under the other name, so librdkafka never sees both."""
+    out = dict(defaults)
+    for key, value in (overrides or {}).items():
+        for other in _ALIAS_OF.get(key, ()):
+            if other != key:
+                out.pop(other, None)
+        if value is None:                     # None deletes a default
+            out.pop(key, None)
+        else:
+            out[key] = value
+    return out
+
+
+def producer_settings(ctx: ClientContext) -> dict[str, Any]:
+    defaults = {
+        "bootstrap.servers": ctx.bootstrap,
+        "client.id": f"kchaos-p{ctx.process}",
+        "acks": "all",
+        "enable.idempotence": True,
+        "linger.ms": 1,
+        "message.timeout.ms": delivery_timeout_ms(ctx.op_timeout_s),
+        "socket.connection.setup.timeout.ms": max(1000, int(ctx.op_timeout_s * 1000)),
+    }
+    conf = merge_settings(defaults, ctx.producer_config)
+    conf["logger"] = librdkafka_logger()
+    return conf
+
+
+def consumer_settings(ctx: ClientContext) -> dict[str, Any]:
+    defaults = {
+        "bootstrap.servers": ctx.bootstrap,
+        "client.id": f"kchaos-c{ctx.process}",
+        "group.id": ctx.group_id,
+        "auto.offset.reset": "earliest",
+        "isolation.level": "read_committed",
+        "enable.partition.eof": False,
+        # assign mode never commits; subscribe mode keeps librdkafka's
+        # auto-commit so a rebalanced partition resumes near where it was read.
+        "enable.auto.commit": ctx.mode == "subscribe",
+        "socket.connection.setup.timeout.ms": max(1000, int(ctx.op_timeout_s * 1000)),
+    }
+    if ctx.client_rack:
+        defaults["client.rack"] = ctx.client_rack
+    conf = merge_settings(defaults, ctx.consumer_config)
+    conf["logger"] = librdkafka_logger()
+    return conf
+
+
+def completion(op: Op, typ: str, value: Any, error: str | None = None, node: str | None = None) -> Op:
+    out: Op = {"type": typ, "f": op["f"], "value": value}
+    if error is not None:
+        out["error"] = error
+    if node is not None:
+        out["node"] = node
+    return out
