@@ -101,7 +101,11 @@ class KafkaCluster:
         raise BrokerNotReady(f"brokers {missing} never registered with the cluster after {timeout_s:.0f}s: {tails}")
 
     def restart(self, name: str, timeout_s: float = 90.0) -> None:
+        """Start a broker that is not running and wait until it has started."""
         b = self.brokers[name]
+        b.resume()
+        if b.is_running():
+            return
         starts = b.started_count()
         b.resume()
         b.start()

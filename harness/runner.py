@@ -8,8 +8,10 @@ under a new process number with a fresh client.
 """
 from __future__ import annotations
 
+import hashlib
 import itertools
 import logging
+import re
 import signal
 import sys
 import threading
@@ -139,7 +141,9 @@ class Run:
         cfg = self.cfg
         self.progress(f"bringing up {cfg.nodes} Kafka {cfg.kafka_version} brokers")
         settings = BrokerSettings(properties=dict(cfg.broker), features=dict(cfg.broker_features))
-        name = f"{cfg.name}-{self.run_dir.name}".lower()[:40]
+        # Unique per run folder, and short: long suite run names must not collide when cut.
+        tag = hashlib.sha256(str(self.run_dir.resolve()).encode()).hexdigest()[:8]
+        name = re.sub(r"[^a-z0-9_.-]", "-", f"{cfg.name.lower()[:28]}-{tag}")
         self.cluster = cluster_up(name, cfg.nodes, cfg.kafka_version, cfg.base_image, settings,
                                   backend=cfg.backend, inventory=cfg.inventory)
         log.info("cluster %s up: %s", name, self.cluster.timings)
@@ -333,7 +337,9 @@ class Run:
             from nemesis.packages import heal_all
         except ImportError:
             return
-        result = heal_all(self.cluster.kafka, restart_dead=restart_dead)
+        # A clock set back freezes a broker's wall-clock timers: restart skewed brokers.
+        skewed = any(p.name == "clock" for p in self.packages)
+        result = heal_all(self.cluster.kafka, restart_dead=restart_dead, restart_skewed=skewed and restart_dead)
         log.info("heal_all: %s", result)
 
     def _sampler(self) -> None:

@@ -33,11 +33,9 @@ def topic_name() -> str:
 
 @pytest.fixture
 def heal_cluster(kafka_cluster):
-    """Restart any broker a test killed or paused, and wait until all are registered."""
+    """Heal whatever a test did (chains, clocks, paused or killed brokers), and
+    wait until every broker is registered again."""
     yield kafka_cluster
-    kafka = kafka_cluster.kafka
-    for name, broker in kafka.brokers.items():
-        broker.resume()
-        if not broker.is_running():
-            kafka.restart(name)
-    kafka.wait_ready(120)
+    from nemesis.packages import heal_all
+    heal_all(kafka_cluster.kafka, restart_dead=True, restart_skewed=True)
+    kafka_cluster.kafka.wait_ready(120)

@@ -1,0 +1,210 @@
+"""``kchaos nemesis ...``: inject one fault by hand into a cluster left up by
+``kchaos cluster up``, and heal it again."""
+from __future__ import annotations
+
+import json
+import random
+from typing import Any
+
+import click
+
+from infra.errors import KchaosError, UsageError
+from nemesis.core import TARGETS, NemesisContext, Op
+from nemesis.partition import TOPOLOGIES
+
+
+class NemesisFailed(KchaosError):
+    """A fault was applied on some nodes only (the message names the others)."""
+
+
+def _context(name: str, topic: str | None, seed: int | None) -> NemesisContext:
+    from harness.cluster import cluster_attach
+    return NemesisContext(cluster_attach(name).kafka, topic, random.Random(seed))
+
+
+def _fmt(v: Any) -> str:
+    if isinstance(v, (list, tuple)):
+        return ",".join(_fmt(x) for x in v) or "-"
+    if isinstance(v, dict):
+        return json.dumps(v, separators=(",", ":"))
+    return str(v)
+
+
+def _report(op: Op) -> None:
+    value = dict(op.get("value") or {})
+    rules = value.pop("rules", None)
+    value.pop("grudge", None)
+    errors = value.pop("errors", None)
+    nodes = value.pop("nodes", [])
+    fault = value.pop("fault", None)
+    extra = " ".join(f"{k}={_fmt(v)}" for k, v in value.items())
+    click.echo(f"{op['f']} ({fault}): nodes {_fmt(nodes)}" + (f"; {extra}" if extra else ""))
+    for node, lst in (rules or {}).items():
+        for text in lst:
+            click.echo(f"  {node}: {text}")
+    if errors:
+        raise NemesisFailed("; ".join(f"{n}: {e}" for n, e in errors.items()))
+
+
+def _target_value(target: str, topic: str | None, partition: int | None, seed: int | None) -> dict[str, Any]:
+    import re
+    if target not in TARGETS and not re.fullmatch(r"n[0-9]+", target or ""):
+        raise UsageError(f"unknown target {target!r}; valid choices: {', '.join(TARGETS)} or a node name (n1, n2, ...)")
+    value: dict[str, Any] = {"target": target}
+    if target == "leader" and not topic:
+        raise UsageError("--target leader needs --topic (and optionally --partition)")
+    if partition is not None:
+        value["partition"] = partition
+    if seed is not None:
+        value["seed"] = seed
+    return value
+
+
+def _parse_ports(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        ports = [int(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        raise UsageError(f"--ports takes comma-separated port numbers, got {text!r}") from None
+    if not ports or any(not 0 < p < 65536 for p in ports):
+        raise UsageError(f"--ports takes port numbers between 1 and 65535, got {text!r}")
+    return ports
+
+
+name_option = click.option("--name", default="default", show_default=True, help="Cluster name.")
+topic_option = click.option("--topic", default=None, help="Topic whose partition leader is targeted.")
+partition_option = click.option("--partition", type=int, default=None,
+                                help="Partition of --topic (default: a random one).")
+seed_option = click.option("--seed", type=int, default=None, help="Seed for random choices.")
+target_option = click.option("--target", default="random", show_default=True,
+                             help=f"{' | '.join(TARGETS)} | a node name (n1, n2, ...).")
+
+
+def register(app: click.Group) -> None:
+    app.add_command(nemesis_group)
+
+
+@click.group("nemesis")
+def nemesis_group() -> None:
+    """Inject one fault by hand into a running cluster, or heal all faults."""
+
+
+@nemesis_group.command("partition")
+@click.option("--topology", required=True, type=click.Choice(TOPOLOGIES), help="Who is cut off from whom.")
+@click.option("--node", default=None, help="The node to isolate (isolate-node) or that stops receiving (one-way; "
+              "with --topic and no --node, the partition's leader).")
+@click.option("--from", "senders", multiple=True, help="one-way: the nodes it stops hearing from (default: all others).")
+@topic_option
+@partition_option
+@click.option("--ports", default=None, help="Drop only traffic to these ports, e.g. 9092 (keep controller traffic).")
+@seed_option
+@name_option
+def partition_cmd(topology: str, node: str | None, senders: tuple[str, ...], topic: str | None,
+                  partition: int | None, ports: str | None, seed: int | None, name: str) -> None:
+    """Partition the network with iptables rules (healed by `kchaos nemesis heal`)."""
+    from nemesis.partition import START, PartitionNemesis
+    value: dict[str, Any] = {"topology": topology}
+    if topology == "isolate-leader" and not topic:
+        raise UsageError("--topology isolate-leader needs --topic (and optionally --partition)")
+    if node and topology not in ("isolate-node", "one-way"):
+        raise UsageError(f"--node applies to isolate-node and one-way, not {topology}")
+    if senders and topology != "one-way":
+        raise UsageError("--from applies to one-way only")
+    for key, v in (("node", node), ("partition", partition), ("seed", seed), ("ports", _parse_ports(ports))):
+        if v is not None:
+            value[key] = v
+    if senders:
+        value["from"] = [s for part in senders for s in part.split(",") if s]
+    if topology == "one-way" and not node and topic:
+        value["target"] = "leader"  # the partition's leader stops hearing from the others
+    ctx = _context(name, topic, seed)
+    _report(PartitionNemesis(ctx).invoke({"f": START, "value": value}))
+
+
+def _process_cmd(f: str, target: str, topic: str | None, partition: int | None, seed: int | None, name: str) -> None:
+    from nemesis.process import KILL, KillNemesis, PauseNemesis
+    value = _target_value(target, topic, partition, seed)
+    ctx = _context(name, topic, seed)
+    nem = KillNemesis(ctx) if f == KILL else PauseNemesis(ctx)
+    _report(nem.invoke({"f": f, "value": value}))
+
+
+@nemesis_group.command("kill")
+@target_option
+@topic_option
+@partition_option
+@seed_option
+@name_option
+def kill_cmd(target: str, topic: str | None, partition: int | None, seed: int | None, name: str) -> None:
+    """SIGKILL brokers (restarted by `kchaos nemesis heal`)."""
+    _process_cmd("kill", target, topic, partition, seed, name)
+
+
+@nemesis_group.command("pause")
+@target_option
+@topic_option
+@partition_option
+@seed_option
+@name_option
+def pause_cmd(target: str, topic: str | None, partition: int | None, seed: int | None, name: str) -> None:
+    """SIGSTOP brokers (resumed by `kchaos nemesis heal`)."""
+    _process_cmd("pause", target, topic, partition, seed, name)
+
+
+@nemesis_group.command("clock")
+@click.option("--bump", type=int, default=None, help="Set the node's clock this many seconds off (e.g. 3600, -120).")
+@click.option("--strobe", default=None, help="Flip between two offsets A,B in seconds (e.g. 0,600).")
+@click.option("--period", type=float, default=3.0, show_default=True, help="Strobe: seconds per offset (>= 2).")
+@click.option("--duration", type=float, default=60.0, show_default=True, help="Strobe: seconds to keep flipping.")
+@click.option("--reset", is_flag=True, help="Every node back to true time.")
+@click.option("--node", default=None, help="Target node (same as --target nX).")
+@target_option
+@topic_option
+@partition_option
+@seed_option
+@name_option
+def clock_cmd(bump: int | None, strobe: str | None, period: float, duration: float, reset: bool, node: str | None,
+              target: str, topic: str | None, partition: int | None, seed: int | None, name: str) -> None:
+    """Skew broker clocks through libfaketime (reset by `kchaos nemesis heal`)."""
+    from nemesis.clock import BUMP, RESET, STROBE, ClockNemesis
+    if sum(x is not None and x is not False for x in (bump, strobe, reset or None)) != 1:
+        raise UsageError("kchaos nemesis clock takes exactly one of --bump SECONDS, --strobe A,B, --reset")
+    offsets: list[int] = []
+    if strobe is not None:
+        try:
+            offsets = [int(x) for x in strobe.split(",")]
+        except ValueError:
+            offsets = []
+        if len(offsets) != 2:
+            raise UsageError(f"--strobe takes two offsets A,B in seconds, got {strobe!r}")
+        from nemesis.clock import MIN_STROBE_PERIOD_S
+        if period < MIN_STROBE_PERIOD_S or duration <= 0:
+            raise UsageError(f"--period must be at least {MIN_STROBE_PERIOD_S}s and --duration positive")
+    value = {} if reset else _target_value(node or target, topic, partition, seed)
+    nem = ClockNemesis(_context(name, topic, seed))
+    if reset:
+        _report(nem.invoke({"f": RESET, "value": {}}))
+    elif bump is not None:
+        value["offset_s"] = bump
+        _report(nem.invoke({"f": BUMP, "value": value}))
+    else:
+        value.update(offsets_s=offsets, period_s=period, duration_s=duration)
+        _report(nem.invoke({"f": STROBE, "value": value}))
+
+
+@nemesis_group.command("heal")
+@click.option("--no-restart", is_flag=True, help="Do not start brokers that are down.")
+@click.option("--restart-skewed", is_flag=True,
+              help="Also restart brokers whose clock was skewed (their wall-clock timers stall after a jump back).")
+@name_option
+def heal_cmd(no_restart: bool, restart_skewed: bool, name: str) -> None:
+    """Remove the partition chain, reset clocks, resume and restart brokers."""
+    from harness.cluster import cluster_attach
+    from nemesis.packages import heal_all
+    report = heal_all(cluster_attach(name).kafka, restart_dead=not no_restart, restart_skewed=restart_skewed)
+    for node, status in report.items():
+        click.echo(f"{node}: {status}")
+    failed = {n: s for n, s in report.items() if not (s == "ok" or s.startswith("restarted"))}
+    if failed:
+        raise NemesisFailed("heal failed on " + "; ".join(f"{n}: {s}" for n, s in failed.items()))

@@ -1,0 +1,276 @@
+"""Fault packages: a nemesis with its schedule, its final heal and its colour.
+
+``build_packages(["partition,kill"])`` picks packages by name; ``plan`` turns
+them into a fault timeline, deterministically from one seeded RNG; the runner
+invokes each op of the timeline on ``build_nemesis(packages, ctx)`` at its
+time, then the packages' ``final_ops`` (or ``heal_all``) in its final phase.
+
+Plans name targets abstractly, because the cluster's state at fault time is
+unknown when the plan is drawn: ``node_index`` (an index into the sorted node
+names, taken modulo the node count; drawn below 840, which every count up to 8
+divides, so the choice is uniform), ``partition_index`` (likewise, for the
+leader of a partition of the run's topic) and ``seed`` (for random halves,
+rings, bridges and minorities). The nemesis resolves them when it acts and
+records the resolved nodes in the completed op.
+"""
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+from broker.cluster import KafkaCluster
+from broker.lifecycle import PROCESS_PATTERN
+from infra.errors import UsageError
+from infra.node import Node, shell_join
+from nemesis import clock, partition, process
+from nemesis.core import Nemesis, NemesisContext, Op, compose, each, node_names
+
+log = logging.getLogger(__name__)
+
+INDEX_RANGE = 840  # lcm(1..8): index % n is uniform for every node count up to 8
+SEED_RANGE = 1 << 31
+
+
+@dataclass(frozen=True)
+class FaultPackage:
+    """One kind of fault. ``draw_start(rng, t, time_limit_s)`` returns the value
+    of a start op; ``stop`` ends whatever the start began."""
+
+    name: str
+    color: str
+    start_fs: tuple[str, ...]
+    stop_f: str
+    make_nemesis: Callable[[], Nemesis]
+    draw_start: Callable[[random.Random, float, float], Op]
+    final: tuple[Op, ...] = field(default_factory=tuple)
+
+    @property
+    def fs(self) -> frozenset[str]:
+        return frozenset(self.start_fs) | {self.stop_f}
+
+    def stop_op(self) -> Op:
+        return {"f": self.stop_f, "value": {"fault": self.name}}
+
+    def final_ops(self) -> list[Op]:
+        return [_copy(op) for op in self.final]
+
+
+def _copy(op: Op) -> Op:
+    return {"f": op["f"], "value": dict(op.get("value") or {})}
+
+
+def _weighted(rng: random.Random, choices: Sequence[tuple[Any, int]]) -> Any:
+    total = sum(w for _, w in choices)
+    x = rng.randrange(total)
+    for item, w in choices:
+        if x < w:
+            return item
+        x -= w
+    raise AssertionError("unreachable")
+
+
+def _target(rng: random.Random) -> dict[str, Any]:
+    """An abstract process/clock target."""
+    kind = _weighted(rng, [("node", 3), ("leader", 3), ("controller", 2), ("minority", 1), ("all", 1)])
+    if kind == "node":
+        return {"target": "node", "node_index": rng.randrange(INDEX_RANGE)}
+    if kind == "leader":
+        return {"target": "leader", "partition_index": rng.randrange(INDEX_RANGE)}
+    if kind == "minority":
+        return {"target": "minority", "seed": rng.randrange(SEED_RANGE)}
+    return {"target": kind}
+
+
+def _draw_partition(rng: random.Random, t: float, time_limit_s: float) -> Op:
+    topology = _weighted(rng, [("isolate-node", 2), ("isolate-leader", 3), ("isolate-controller", 1),
+                               ("halves", 2), ("majorities-ring", 1), ("bridge", 1), ("one-way", 1)])
+    value: dict[str, Any] = {"fault": "partition", "topology": topology}
+    if topology in ("isolate-node", "one-way"):
+        value["node_index"] = rng.randrange(INDEX_RANGE)
+    elif topology == "isolate-leader":
+        value["partition_index"] = rng.randrange(INDEX_RANGE)
+    elif topology in ("halves", "majorities-ring", "bridge"):
+        value["seed"] = rng.randrange(SEED_RANGE)
+    return {"f": partition.START, "value": value}
+
+
+def _draw_kill(rng: random.Random, t: float, time_limit_s: float) -> Op:
+    return {"f": process.KILL, "value": {"fault": "kill", **_target(rng)}}
+
+
+def _draw_pause(rng: random.Random, t: float, time_limit_s: float) -> Op:
+    return {"f": process.PAUSE, "value": {"fault": "pause", **_target(rng)}}
+
+
+CLOCK_MAGNITUDES_S = (2, 30, 120, 600, 3600)
+
+
+def _draw_clock(rng: random.Random, t: float, time_limit_s: float) -> Op:
+    target = _target(rng)
+    offset = rng.choice((-1, 1)) * rng.choice(CLOCK_MAGNITUDES_S)
+    if rng.random() < 0.7:
+        return {"f": clock.BUMP, "value": {"fault": "clock", **target, "offset_s": offset}}
+    # The loop runs at most until the end of the run; the package's stop kills it sooner.
+    return {"f": clock.STROBE, "value": {"fault": "clock", **target, "offsets_s": [0, offset],
+                                         "period_s": rng.choice((2.5, 4.0, 7.0)),
+                                         "duration_s": max(1.0, round(time_limit_s - t + 1.0, 3))}}
+
+
+PACKAGES: dict[str, FaultPackage] = {
+    "partition": FaultPackage(
+        "partition", "#e8590c", (partition.START,), partition.STOP, partition.PartitionNemesis, _draw_partition,
+        ({"f": partition.STOP, "value": {"fault": "partition"}},)),
+    "kill": FaultPackage(
+        "kill", "#c2255c", (process.KILL,), process.START, process.KillNemesis, _draw_kill,
+        ({"f": process.START, "value": {"fault": "kill", "target": "all"}},)),
+    "pause": FaultPackage(
+        "pause", "#1971c2", (process.PAUSE,), process.RESUME, process.PauseNemesis, _draw_pause,
+        ({"f": process.RESUME, "value": {"fault": "pause", "target": "all"}},)),
+    "clock": FaultPackage(
+        "clock", "#2f9e44", (clock.BUMP, clock.STROBE), clock.RESET, clock.ClockNemesis, _draw_clock,
+        ({"f": clock.RESET, "value": {"fault": "clock"}},)),
+}
+# The order final heals run in: the network first (so restarted brokers can
+# talk), then paused processes, clocks, and last the restarts.
+HEAL_ORDER = ("partition", "pause", "clock", "kill")
+
+
+def build_packages(names: Iterable[str]) -> list[FaultPackage]:
+    """Packages by name: each entry may hold several, comma separated;
+    ``all`` is every package, ``none`` none. Order of first mention, no repeats."""
+    out: list[FaultPackage] = []
+    valid = ", ".join([*PACKAGES, "all", "none"])
+    for entry in names:
+        for raw in str(entry).split(","):
+            name = raw.strip().lower()
+            if not name or name == "none":
+                continue
+            if name == "all":
+                picked = list(PACKAGES.values())
+            elif name in PACKAGES:
+                picked = [PACKAGES[name]]
+            else:
+                raise UsageError(f"unknown fault package {raw.strip()!r}; valid choices: {valid}")
+            out += [p for p in picked if p not in out]
+    return out
+
+
+def plan(packages: Sequence[FaultPackage], time_limit_s: float, interval_s: float,
+         rng: random.Random) -> list[tuple[float, Op]]:
+    """The fault timeline: (seconds since the workload started, op), sorted.
+
+    Every ``interval_s`` on average (uniformly 0.5x to 1.5x), one package drawn
+    at random takes its next step: a start when it is idle, else its stop. So
+    faults of different packages overlap, a package never has two faults at
+    once, and each start is followed by its stop. Faults still on when the
+    time limit nears are stopped, in start order, between the last step and
+    the time limit. Deterministic from ``rng``.
+    """
+    if interval_s <= 0:
+        raise UsageError(f"the nemesis interval must be positive, got {interval_s}")
+    out: list[tuple[float, Op]] = []
+    if not packages or time_limit_s <= 0:
+        return out
+    packages = list(packages)
+    active: dict[str, Op] = {}
+    t = 0.0
+    while True:
+        t += rng.uniform(0.5, 1.5) * interval_s
+        if t >= time_limit_s:
+            break
+        pkg = packages[rng.randrange(len(packages))]
+        if pkg.name in active:
+            out.append((round(t, 3), active.pop(pkg.name)))
+        else:
+            out.append((round(t, 3), pkg.draw_start(rng, t, time_limit_s)))
+            active[pkg.name] = pkg.stop_op()
+    last = out[-1][0] if out else 0.0
+    pending = list(active.values())
+    for i, op in enumerate(pending, start=1):
+        out.append((round(last + (time_limit_s - last) * i / (len(pending) + 1), 3), op))
+    return out
+
+
+def final_ops(packages: Sequence[FaultPackage]) -> list[Op]:
+    """The packages' final heal ops, in HEAL_ORDER."""
+    by_name = {p.name: p for p in packages}
+    out: list[Op] = []
+    for name in HEAL_ORDER:
+        if name in by_name:
+            out += by_name.pop(name).final_ops()
+    for p in by_name.values():  # packages not in HEAL_ORDER, in their order
+        out += p.final_ops()
+    return out
+
+
+def build_nemesis(packages: Sequence[FaultPackage], ctx: NemesisContext) -> Nemesis:
+    """The packages' nemeses composed into one, already ``setup(ctx)``
+    (setup is idempotent and clears leftovers of each kind of fault)."""
+    nem = compose([p.make_nemesis() for p in packages])
+    nem.setup(ctx)
+    return nem
+
+
+def colors(packages: Iterable[FaultPackage]) -> dict[str, str]:
+    return {p.name: p.color for p in packages}
+
+
+# -- heal everything ---------------------------------------------------------------
+SKEW_MARK = "kchaos-skewed"
+
+
+def heal_node_script() -> str:
+    """Remove the chain, stop any clock strobe, reset the clock, SIGCONT the
+    broker. Prints SKEW_MARK when the clock was off true time (or strobing)."""
+    pattern = shell_join([PROCESS_PATTERN])
+    faketime = clock.FAKETIME_FILE
+    return "\n".join([
+        "rc=0",
+        f"if pgrep -f {shell_join([clock.STROBE_PATTERN])} >/dev/null 2>&1 || "
+        f"{{ [ -f {faketime} ] && ! grep -qx '+0s' {faketime}; }}; then echo {SKEW_MARK}; fi",
+        f"( {partition.heal_script()} ) || rc=1",
+        f"( {clock._stop_strobe()}; {clock._write(clock.offset_text(0))} ) || rc=1",
+        f"pkill -CONT -f {pattern} 2>/dev/null || true",
+        "exit $rc",
+    ])
+
+
+def heal_all(cluster: KafkaCluster, restart_dead: bool = False, restart_skewed: bool = False,
+             timeout_s: float = 30.0, restart_timeout_s: float = 90.0) -> dict[str, str]:
+    """Heal every fault on every reachable node: remove the KCHAOS chain, reset
+    the clock to +0s (stopping strobes), SIGCONT the broker. Then, with
+    ``restart_dead``, start brokers that are not running, and with
+    ``restart_skewed``, restart (SIGTERM + start) brokers whose clock was off:
+    Kafka's timers (KRaft fetch and election timeouts, ISR lag) run on wall
+    time, and once it goes back they stall for as long as it went back.
+
+    Errors are per node and never raised: returns {node: status}, status one of
+    "ok", "restarted", "restarted (clock was skewed)", or an error text.
+    """
+    def heal(node: Node) -> bool:
+        return SKEW_MARK in node.run(["sh", "-c", heal_node_script()], timeout=timeout_s).out
+
+    skewed, errors = each(heal, cluster.nodes, key=lambda n: n.name)
+    names = node_names(cluster)
+    report = {n: "ok" for n in skewed}
+    report.update(errors)
+
+    if restart_skewed:
+        # One at a time, like a rolling restart, so the quorum stays up.
+        for name in [n for n in names if skewed.get(n)]:
+            try:
+                if cluster.brokers[name].is_running():
+                    process.stop_start(cluster, name, restart_timeout_s)
+                    report[name] = "restarted (clock was skewed)"
+            except Exception as exc:
+                report[name] = f"healed, restart failed: {type(exc).__name__}: {exc}"
+    if restart_dead:
+        started, rerrors = each(lambda n: process.ensure_running(cluster, n, restart_timeout_s),
+                                [n for n in names if n in skewed])
+        report.update({n: "restarted" for n, did in started.items() if did})
+        report.update({n: f"healed, restart failed: {err}" for n, err in rerrors.items()})
+    for n, err in errors.items():
+        log.warning("heal of %s failed: %s", n, err)
+    return {n: report[n] for n in names if n in report}
