@@ -149,7 +149,7 @@ def partition_leader(ctx: NemesisContext, value: dict[str, Any]) -> tuple[int, s
     topic = value.get("topic") or ctx.topic
     if not topic:
         raise UsageError("targeting a partition leader needs a topic (--topic)")
-    states = ctx.cluster.partition_states(topic)
+    states = current_states(ctx.cluster, topic)
     if not states:
         raise UsageError(f"topic {topic!r} does not exist or has no partitions")
     if value.get("partition") is not None:
@@ -162,6 +162,20 @@ def partition_leader(ctx: NemesisContext, value: dict[str, Any]) -> tuple[int, s
     if state is None:
         raise UsageError(f"topic {topic!r} has no partition {p}")
     return p, (f"n{state.leader}" if state.leader is not None else None)
+
+
+def current_states(cluster: KafkaCluster, topic: str):
+    """Partition states as the active controller sees them; any broker's view
+    only when the controller cannot answer (an isolated broker's is stale)."""
+    controller = cluster.active_controller()
+    if controller is not None:
+        try:
+            states = cluster.authoritative_partition_states(topic, controller)
+            if states is not None:
+                return states
+        except Exception:
+            pass
+    return cluster.partition_states(topic)
 
 
 def resolve_nodes(ctx: NemesisContext, value: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:

@@ -140,8 +140,9 @@ HEAL_ORDER = ("partition", "pause", "clock", "kill")
 def build_packages(names: Iterable[str]) -> list[FaultPackage]:
     """Packages by name: each entry may hold several, comma separated;
     ``all`` is every package, ``none`` none. Order of first mention, no repeats."""
-    out: list[FaultPackage] = []
-    valid = ", ".join([*PACKAGES, "all", "none"])
+    from nemesis.scenarios import SCENARIOS
+    out: list = []
+    valid = ", ".join([*PACKAGES, "all", "none", *SCENARIOS])
     for entry in names:
         for raw in str(entry).split(","):
             name = raw.strip().lower()
@@ -151,6 +152,8 @@ def build_packages(names: Iterable[str]) -> list[FaultPackage]:
                 picked = list(PACKAGES.values())
             elif name in PACKAGES:
                 picked = [PACKAGES[name]]
+            elif name in SCENARIOS:
+                picked = [SCENARIOS[name]]
             else:
                 raise UsageError(f"unknown fault package {raw.strip()!r}; valid choices: {valid}")
             out += [p for p in picked if p not in out]
@@ -173,7 +176,11 @@ def plan(packages: Sequence[FaultPackage], time_limit_s: float, interval_s: floa
     out: list[tuple[float, Op]] = []
     if not packages or time_limit_s <= 0:
         return out
-    packages = list(packages)
+    scenario_ops = [step for p in packages if not isinstance(p, FaultPackage)
+                    for step in p.plan(time_limit_s, interval_s, rng)]
+    packages = [p for p in packages if isinstance(p, FaultPackage)]
+    if not packages:
+        return sorted(scenario_ops, key=lambda step: step[0])
     active: dict[str, Op] = {}
     t = 0.0
     while True:
@@ -190,7 +197,7 @@ def plan(packages: Sequence[FaultPackage], time_limit_s: float, interval_s: floa
     pending = list(active.values())
     for i, op in enumerate(pending, start=1):
         out.append((round(last + (time_limit_s - last) * i / (len(pending) + 1), 3), op))
-    return out
+    return sorted(out + scenario_ops, key=lambda step: step[0])
 
 
 def final_ops(packages: Sequence[FaultPackage]) -> list[Op]:
