@@ -21,7 +21,8 @@ def analyze(run_dir: Path, checker_cfg: dict[str, Any] | None = None) -> Any:
         result = analyze_run(run_dir, checker_cfg or {})
         verdict = result.valid
     except Exception as exc:
-        log.error("checkers failed: %s\n%s", exc, traceback.format_exc())
+        log.error("checkers failed (verdict unknown): %s", exc)
+        log.info("checker traceback:\n%s", traceback.format_exc())
         verdict = "unknown"
         write_json(run_dir / "results.json", {"valid": "unknown", "errors": [f"checkers: {exc}"],
                                               "anomalies": {}, "stats": {}, "unclean_elections": []})
@@ -29,5 +30,6 @@ def analyze(run_dir: Path, checker_cfg: dict[str, Any] | None = None) -> Any:
         from reports import render_run
         render_run(run_dir)
     except Exception as exc:
-        log.error("rendering the report failed: %s\n%s", exc, traceback.format_exc())
+        log.error("rendering the report failed: %s", exc)
+        log.info("report traceback:\n%s", traceback.format_exc())
     return verdict

@@ -1,0 +1,34 @@
+"""The product's reason to exist: the classic unclean-election loss, found on real Kafka."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.cluster
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def test_unclean_election_scenario_is_invalid_with_a_lost_write_acknowledged_before_it(tmp_path):
+    from harness.config import load, validate
+    from harness.runner import Run
+    cfg = load(EXAMPLES / "unclean-election.toml")
+    cfg.time_limit = 60
+    cfg.store = str(tmp_path)
+    cfg.seed = 5
+    outcome = Run(validate(cfg)).execute()
+    results = json.loads((outcome.run_dir / "results.json").read_text())
+    assert outcome.exit_code == 1 and results["valid"] is False
+
+    elections = results["unclean_elections"]
+    assert elections, "the scenario must drive the controller into an unclean election"
+    election_time = min(e["time"] for e in elections)
+
+    lost = results["anomalies"]["lost-write"]
+    assert lost["count"] > 0 and not lost["allowed"]
+    acked_before = [op for w in lost["witnesses"] for op in w["ops"]
+                    if op["f"] == "send" and op["type"] == "ok" and op["time"] < election_time]
+    assert acked_before, "a lost write acknowledged before the unclean election"
+    assert any(e["lost_writes"] > 0 for e in elections), "the loss is attributed to the election"
