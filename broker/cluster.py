@@ -48,7 +48,6 @@ class KafkaCluster:
         self.nodes = list(nodes)
         self.settings = settings or BrokerSettings()
         self.brokers = {n.name: Broker(n, self.settings) for n in self.nodes}
-        self._admins: dict[int, object] = {}
 
     # -- addresses ---------------------------------------------------------
     def bootstrap(self, names: Sequence[str] | None = None) -> str:
@@ -168,22 +167,21 @@ class KafkaCluster:
         return out
 
     def authoritative_partition_states(self, topic: str, controller: int,
-                                       attempts: int = 4) -> list[PartitionState] | None:
+                                       attempts: int = 2) -> list[PartitionState] | None:
         """The partition states as the active controller's broker sees them.
 
         Any broker answers a metadata request, and an isolated or paused one
         answers with a stale view (it may still call itself leader). In
-        combined mode the active controller's broker holds the newest metadata,
-        so only its answers count: ``orig_broker_id`` is -1 for the bootstrap
-        connection itself (bootstrapped to the controller) or the controller's id.
+        combined mode the active controller's broker holds the newest metadata.
+        A client that has learnt the cluster asks whichever broker it likes, so
+        each attempt uses a fresh client bootstrapped to the controller and
+        keeps its answer only if it came over that bootstrap connection
+        (``orig_broker_id`` -1) or from the controller itself.
         """
-        admin = self._admins.get(controller)
-        if admin is None:
-            from confluent_kafka.admin import AdminClient
+        from confluent_kafka.admin import AdminClient
+        for _ in range(attempts):
             admin = AdminClient({"bootstrap.servers": f"{self.node(controller).address}:{BROKER_PORT}",
                                  "socket.timeout.ms": 3000, "log_level": 0, "logger": _quiet_logger()})
-            self._admins[controller] = admin
-        for _ in range(attempts):
             md = admin.list_topics(topic=topic, timeout=3)
             if md.orig_broker_id in (-1, controller):
                 return self._states(md, topic)

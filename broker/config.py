@@ -24,9 +24,16 @@ def broker_id(node_name: str) -> int:
 
 
 def new_cluster_id(rng: random.Random | None = None) -> str:
-    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding."""
-    raw = (rng or random.Random()).getrandbits(128).to_bytes(16, "big") if rng else uuid.uuid4().bytes
-    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+    """A Kafka cluster id: 16 random bytes, URL-safe base64 without padding.
+
+    Redrawn when it starts with "-", as Kafka's own Uuid.randomUuid does:
+    the storage tool would read such an id as a flag.
+    """
+    while True:
+        raw = rng.getrandbits(128).to_bytes(16, "big") if rng else uuid.uuid4().bytes
+        cluster_id = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def render_properties(node_name: str, address: str, voters: Sequence[tuple[str, str]],
