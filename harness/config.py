@@ -9,13 +9,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from infra.distribution import DEFAULT_KAFKA_VERSION, validate_version
 from infra.errors import UsageError
+from infra.tomlfile import load_toml
 
 WORKLOADS = ("queue",)
 MODES = ("assign", "subscribe")
@@ -138,20 +138,13 @@ def from_dict(data: dict[str, Any], source: str = "config") -> RunConfig:
 def load(path: Path) -> RunConfig:
     """A TOML run config, or a config.json stored by an earlier run."""
     path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"config file {path} does not exist")
-    text = path.read_text(errors="replace")
-    if path.suffix == ".json":
+    if path.suffix == ".json" and path.is_file():
         try:
-            data = json.loads(text)
+            data = json.loads(path.read_text(errors="replace"))
         except json.JSONDecodeError as exc:
             raise UsageError(f"{path}:{exc.lineno}:{exc.colno}: invalid JSON: {exc.msg}") from None
     else:
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            # Python 3.11's message ends with "(at line L, column C)".
-            raise UsageError(f"{path}: invalid TOML: {exc}") from None
+        data = load_toml(path, "config")
     if not isinstance(data, dict):
         raise UsageError(f"{path}: a config is a table of keys")
     return from_dict(data, str(path))

@@ -46,7 +46,6 @@ import os
 import re
 import statistics
 import time
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -54,6 +53,7 @@ from typing import Any, Callable
 from harness import config as cfgmod
 from harness.config import RunConfig
 from infra.distribution import validate_version
+from infra.tomlfile import load_toml
 from infra.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -262,13 +262,7 @@ def parse(data: dict[str, Any], source: str = "suite") -> Suite:
 
 def load(path: Path) -> Suite:
     path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"suite file {path} does not exist")
-    try:
-        data = tomllib.loads(path.read_text(errors="replace"))
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{path}: invalid TOML: {exc}") from None
-    return parse(data, str(path))
+    return parse(load_toml(path, "suite"), str(path))
 
 
 # ---- expansion -----------------------------------------------------------------

@@ -163,6 +163,31 @@ def validate_cluster_name(name: str) -> str:
     return name
 
 
+def create_internal_network(name: str, labels: dict[str, str]):
+    """An ``internal`` bridge network (no route off this machine) on a free /24.
+
+    Another session may take the same free /24 between our look and our
+    create, so a clash on the subnet moves on to the next free one.
+    Returns (network, subnet).
+    """
+    import docker.errors
+    import docker.types
+    client = docker_client()
+    for attempt in range(20):
+        subnet = _free_subnet(skip=attempt)
+        gateway = str(next(subnet.hosts()))
+        ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=str(subnet), gateway=gateway)])
+        try:
+            network = client.networks.create(name, driver="bridge", internal=True, ipam=ipam,
+                                             labels=labels, check_duplicate=True)
+            return network, subnet
+        except docker.errors.APIError as exc:
+            if "overlap" not in str(exc).lower():
+                raise
+            time.sleep(random.random() * 0.5)
+    raise UsageError("could not find a free subnet for a cluster network; run kchaos clean")
+
+
 def create_cluster(name: str, image: str, n: int) -> DockerCluster:
     """Make the network and n containers; the broker is not started here."""
     validate_node_count(n)
@@ -172,24 +197,8 @@ def create_cluster(name: str, image: str, n: int) -> DockerCluster:
         raise UsageError(f"a cluster named {name!r} already exists; run `kchaos cluster down --name {name}` "
                          "or `kchaos clean`")
     labels = {LABEL: "1", LABEL_CLUSTER: name, LABEL_PID: str(os.getpid())}
-    import docker.errors
-    import docker.types
-    network = subnet = None
-    for attempt in range(20):
-        # Another session may take the same free /24 between our look and our create.
-        subnet = _free_subnet(skip=attempt)
-        hosts = list(subnet.hosts())
-        ipam = docker.types.IPAMConfig(pool_configs=[docker.types.IPAMPool(subnet=str(subnet), gateway=str(hosts[0]))])
-        try:
-            network = client.networks.create(_network_name(name), driver="bridge", internal=True, ipam=ipam,
-                                             labels=labels, check_duplicate=True)
-            break
-        except docker.errors.APIError as exc:
-            if "overlap" not in str(exc).lower():
-                raise
-            time.sleep(random.random() * 0.5)
-    if network is None:
-        raise UsageError("could not find a free subnet for the cluster network; run kchaos clean")
+    network, subnet = create_internal_network(_network_name(name), labels)
+    hosts = list(subnet.hosts())
     nodes = []
     for i in range(1, n + 1):
         node_name = f"n{i}"

@@ -1,0 +1,672 @@
+"""Nodes as existing hosts reached over SSH (paramiko): the inventory backend.
+
+``SshNode`` keeps the Node protocol exactly as ``DockerNode`` does: argument
+vectors quoted once by ``shell_join``, coreutils ``timeout`` on the host (exit
+124), stdin, environment, detached commands, SFTP for files. Commands run as
+root: a login as root runs them directly, any other user through ``sudo -n``
+(a user without passwordless sudo is refused at connect time).
+
+Host keys are checked against known_hosts (never trusted blindly);
+``accept_new_host_keys = true`` in the inventory records unknown keys there,
+like OpenSSH's ``StrictHostKeyChecking=accept-new``, and still refuses a key
+that changed.
+
+``provision`` makes a host able to run a broker (packages through apt-get,
+the Kafka jars, the folders the broker uses); ``heal_hosts`` is what
+``kchaos clean --inventory`` does to hosts that outlive any run.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import logging
+import posixpath
+import re
+import select
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Sequence
+
+from infra.errors import KchaosError, NodeCommandError, NodeUnreachable, UsageError
+from infra.inventory import HostSpec, Inventory, InventoryError, load_inventory
+from infra.node import DEFAULT_TIMEOUT_S, CommandResult, checked, shell_join
+
+log = logging.getLogger(__name__)
+
+KAFKA_HOME = "/opt/kafka"
+KAFKA_LIB = f"{KAFKA_HOME}/lib"
+KAFKA_CONFIG = f"{KAFKA_HOME}/config"
+HOST_DIRS = ("/etc/kafka", "/var/lib/kafka/data", "/var/log/kafka", "/etc/kchaos", KAFKA_LIB, KAFKA_CONFIG)
+FAKETIME_FILE = "/etc/kchaos/faketime"
+# Concurrent channels per connection: OpenSSH's MaxSessions defaults to 10.
+MAX_CHANNELS = 4
+# Beyond the remote `timeout` (which kills at timeout, then -k 5 s later), how
+# long the harness waits for a silent host before it gives the command up.
+LOCAL_GRACE_S = 15.0
+
+
+# -- errors ----------------------------------------------------------------------
+class SshUnreachable(NodeUnreachable):
+    """The host does not answer on its SSH port (refused, timed out, no route)."""
+
+
+class SshAuthRefused(UsageError):
+    """The host refused the key (or the user) the inventory names."""
+
+
+class UnknownHostKey(UsageError):
+    """The host's key is not in known_hosts and new keys are not accepted."""
+
+
+class HostKeyChanged(KchaosError):
+    """known_hosts holds a different key for this host: reinstalled, or intercepted."""
+
+
+class NotRoot(UsageError):
+    """The login user is not root and cannot use passwordless sudo."""
+
+
+class ProvisionError(KchaosError):
+    """A host lacks what a broker needs and it could not be installed."""
+
+
+def fingerprint(key) -> str:
+    digest = base64.b64encode(hashlib.sha256(key.asbytes()).digest()).decode().rstrip("=")
+    return f"{key.get_name()} SHA256:{digest}"
+
+
+def known_hosts_name(address: str, port: int) -> str:
+    """How known_hosts (and paramiko) name a host: ``addr`` on 22, ``[addr]:port`` otherwise."""
+    return address if port == 22 else f"[{address}]:{port}"
+
+
+_KNOWN_HOSTS_LOCK = threading.Lock()
+
+
+def _append_known_host(path: Path, name: str, key) -> None:
+    with _KNOWN_HOSTS_LOCK:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        prefix = ""
+        if path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n"):
+            prefix = "\n"
+        with open(path, "a") as f:
+            f.write(f"{prefix}{name} {key.get_name()} {key.get_base64()}\n")
+
+
+def _host_key_policy(node: "SshNode"):
+    import paramiko
+
+    class Policy(paramiko.MissingHostKeyPolicy):
+        def missing_host_key(self, client, hostname, key):
+            if not node.accept_new_host_keys:
+                missing = "" if node.spec.known_hosts.exists() else " (that file does not exist)"
+                raise UnknownHostKey(
+                    f"{node.label}: host key {fingerprint(key)} is not in {node.spec.known_hosts}{missing}; "
+                    f"check it and add it (ssh-keyscan -p {node.spec.port} {node.spec.address} >> "
+                    f"{node.spec.known_hosts}), or set accept_new_host_keys = true in the inventory "
+                    "for throw-away hosts")
+            _append_known_host(node.spec.known_hosts, hostname, key)
+            client.get_host_keys().add(hostname, key.get_name(), key)
+            log.warning("%s: accepted new host key %s, saved to %s", node.label, fingerprint(key),
+                        node.spec.known_hosts)
+
+    return Policy()
+
+
+# -- the node ------------------------------------------------------------------------
+class SshNode:
+    """One host. Connects on first use (or ``connect()``), reconnects if the link drops."""
+
+    def __init__(self, spec: HostSpec, accept_new_host_keys: bool = False, connect_timeout: float = 10.0):
+        self.spec = spec
+        self.name = spec.name
+        self.address = spec.address
+        self.accept_new_host_keys = accept_new_host_keys
+        self.connect_timeout = connect_timeout
+        self._client = None
+        self._sudo: bool | None = None  # None until connected: whether commands need `sudo -n`
+        self._lock = threading.Lock()
+        self._channels = threading.BoundedSemaphore(MAX_CHANNELS)
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.spec.target})"
+
+    # -- connection ---------------------------------------------------------------
+    def _load_key(self):
+        import paramiko
+        if self.spec.key is None:
+            return None
+        try:
+            return paramiko.PKey.from_path(str(self.spec.key))
+        except paramiko.PasswordRequiredException:
+            raise InventoryError(f"{self.name}: key {self.spec.key} is passphrase-protected; use an unencrypted "
+                                 "key for kchaos, or leave key out to use ssh-agent") from None
+        except (paramiko.SSHException, ValueError, OSError) as exc:
+            raise InventoryError(f"{self.name}: cannot read private key {self.spec.key}: {exc}") from None
+
+    def _open(self):
+        """A new authenticated client, every failure turned into one clear line."""
+        import paramiko
+        spec = self.spec
+        pkey = self._load_key()
+        client = paramiko.SSHClient()
+        if spec.known_hosts.is_file():
+            try:
+                client.load_system_host_keys(str(spec.known_hosts))
+            except (OSError, paramiko.SSHException) as exc:
+                raise InventoryError(f"{self.name}: cannot read known_hosts {spec.known_hosts}: {exc}") from None
+        client.set_missing_host_key_policy(_host_key_policy(self))
+        t = self.connect_timeout
+        try:
+            client.connect(spec.address, spec.port, username=spec.user, pkey=pkey,
+                           look_for_keys=pkey is None, allow_agent=pkey is None,
+                           timeout=t, banner_timeout=t + 5, auth_timeout=t + 5, channel_timeout=t + 5)
+        except (UnknownHostKey, InventoryError):
+            client.close()
+            raise
+        except paramiko.BadHostKeyException as exc:
+            client.close()
+            name = known_hosts_name(spec.address, spec.port)
+            raise HostKeyChanged(
+                f"{self.label}: the host key has CHANGED: the host offers {fingerprint(exc.key)}, "
+                f"{spec.known_hosts} expects {fingerprint(exc.expected_key)}; the host was reinstalled or "
+                f"someone is intercepting. If you know why, remove the old key (ssh-keygen -R '{name}' "
+                f"-f {spec.known_hosts}) and try again") from None
+        except paramiko.AuthenticationException:
+            client.close()
+            how = f"key {spec.key}" if spec.key else "ssh-agent and ~/.ssh keys"
+            raise SshAuthRefused(f"{self.label}: authentication failed with {how}; check user and key "
+                                 f"in the inventory and the host's ~{spec.user}/.ssh/authorized_keys") from None
+        except paramiko.ssh_exception.NoValidConnectionsError as exc:
+            client.close()
+            reason = "; ".join(sorted({e.strerror or str(e) for e in exc.errors.values()})) or "connection refused"
+            raise SshUnreachable(f"{self.label}: cannot connect: {reason.lower()}; is sshd running and the "
+                                 "port right?") from None
+        except (socket.timeout, TimeoutError):
+            client.close()
+            raise SshUnreachable(f"{self.label}: no answer within {t:g}s (host down or firewalled?)") from None
+        except paramiko.SSHException as exc:
+            client.close()
+            raise SshUnreachable(f"{self.label}: SSH handshake failed: {exc}") from None
+        except (OSError, EOFError) as exc:
+            client.close()
+            reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+            raise SshUnreachable(f"{self.label}: cannot connect: {reason}") from None
+        transport = client.get_transport()
+        transport.set_keepalive(15)
+        return client
+
+    def connect(self) -> "SshNode":
+        """Connect (if not connected) and settle how commands become root."""
+        with self._lock:
+            if self._client is not None and self._client.get_transport() is not None \
+                    and self._client.get_transport().is_active():
+                return self
+            if self._client is not None:
+                self._client.close()
+            self._client = self._open()
+        if self._sudo is None:
+            self._sudo = self._needs_sudo()
+        return self
+
+    def _needs_sudo(self) -> bool:
+        code, out, err = self._exec("id -u </dev/null", None, 30)
+        if code == 0 and out.strip() == b"0":
+            return False
+        code, out, err = self._exec("sudo -n true </dev/null", None, 30)
+        if code == 0:
+            return True
+        why = (err or out).decode(errors="replace").strip().splitlines()[-1:] or [f"exit {code}"]
+        self.close()
+        raise NotRoot(f"{self.label}: user {self.spec.user} is not root and has no passwordless sudo "
+                      f"(sudo -n true: {why[0]}); use user = \"root\" or grant it NOPASSWD sudo")
+
+    def _ready(self) -> None:
+        if self._sudo is None:
+            self.connect()
+
+    def _transport(self):
+        client = self._client
+        if client is None or client.get_transport() is None or not client.get_transport().is_active():
+            self.connect()
+            client = self._client
+        return client.get_transport()
+
+    def close(self) -> None:
+        with self._lock:
+            if self._client is not None:
+                self._client.close()
+                self._client = None
+
+    # -- commands -------------------------------------------------------------------
+    def _start(self, command: str):
+        """A channel running ``command``. Retried while the command certainly has not
+        started (the host's session limit is momentarily full, the link dropped and
+        comes back); never closes a connection other threads are still using."""
+        import paramiko
+        deadline = time.monotonic() + self.connect_timeout + 10
+        delay = 0.05
+        while True:
+            transport = self._transport()
+            chan = None
+            try:
+                chan = transport.open_session(timeout=self.connect_timeout + 5)
+                chan.exec_command(command)
+                return chan
+            except (paramiko.SSHException, EOFError, OSError) as exc:
+                if chan is not None:
+                    chan.close()
+                if time.monotonic() > deadline:
+                    why = str(exc) or type(exc).__name__
+                    raise SshUnreachable(f"{self.label}: cannot start a command over SSH: {why}") from None
+                log.debug("%s: opening a channel failed (%r), retrying", self.name, exc)
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def _exec(self, command: str, stdin: bytes | None, timeout: float) -> tuple[int, bytes, bytes]:
+        """Run a shell command line as the login user; (exit, stdout, stderr).
+
+        Exit 124 if the host stays silent past ``timeout``; -1 if killed by a signal.
+        """
+        import paramiko
+        with self._channels:
+            chan = self._start(command)
+            out, err = bytearray(), bytearray()
+            try:
+                chan.settimeout(timeout + LOCAL_GRACE_S)
+                if stdin is not None:
+                    chan.sendall(stdin)
+                    # Our EOF must not follow the host's close of a command that is
+                    # already done: OpenSSH drops the whole connection for that.
+                    with chan.lock:
+                        closing = chan.closed or chan.eof_received
+                    if not closing:
+                        chan.shutdown_write()
+                deadline = time.monotonic() + timeout + LOCAL_GRACE_S
+                while True:
+                    got = False
+                    if chan.recv_ready():
+                        out += chan.recv(1 << 16)
+                        got = True
+                    if chan.recv_stderr_ready():
+                        err += chan.recv_stderr(1 << 16)
+                        got = True
+                    if got:
+                        continue
+                    if chan.exit_status_ready() and (chan.eof_received or chan.closed):
+                        break
+                    if chan.closed:
+                        break
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return 124, bytes(out), bytes(err) + f"\nno answer after {timeout:.0f}s".encode()
+                    readable, _, _ = select.select([chan], [], [], min(0.5, remaining))
+                    if readable and not (chan.recv_ready() or chan.recv_stderr_ready()):
+                        time.sleep(0.005)  # EOF already signalled; the exit status is on its way
+                # Late stragglers after the exit status.
+                while chan.recv_ready():
+                    out += chan.recv(1 << 16)
+                while chan.recv_stderr_ready():
+                    err += chan.recv_stderr(1 << 16)
+                if not chan.exit_status_ready():
+                    transport = self._client.get_transport() if self._client else None
+                    if transport is None or not transport.is_active():
+                        raise SshUnreachable(f"{self.label}: connection lost while running a command")
+                    return -1, bytes(out), bytes(err)
+                return chan.recv_exit_status(), bytes(out), bytes(err)
+            except socket.timeout:
+                return 124, bytes(out), bytes(err) + f"\nno answer after {timeout:.0f}s".encode()
+            except (paramiko.SSHException, EOFError, OSError) as exc:
+                raise SshUnreachable(f"{self.label}: connection lost: {exc}") from None
+            finally:
+                chan.close()
+
+    def command_line(self, argv: Sequence[str], env: dict[str, str] | None = None,
+                     timeout: float | None = None, detach: bool = False, with_stdin: bool = False) -> str:
+        """The one shell string sent for ``argv``: [sudo -n] [timeout] [setsid] [env K=V] argv."""
+        self._ready()
+        words: list[str] = ["sudo", "-n"] if self._sudo else []
+        if detach:
+            words.append("setsid")
+        elif timeout is not None:
+            words += ["timeout", "-k", "5", str(max(1, int(timeout)))]
+        if env:
+            words += ["env", *(f"{k}={v}" for k, v in env.items())]
+        words += [str(a) for a in argv]
+        line = shell_join(words)
+        if detach:
+            line += " </dev/null >/dev/null 2>&1 &"
+        elif not with_stdin:
+            # No EOF is ever sent on a channel without stdin (see _exec): the command reads nothing.
+            line += " </dev/null"
+        return line
+
+    def run(self, argv: Sequence[str], stdin: bytes | None = None, check: bool = True,
+            timeout: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None,
+            detach: bool = False) -> CommandResult:
+        argv = [str(a) for a in argv]
+        if detach:
+            self._exec(self.command_line(argv, env, detach=True), None, 30)
+            return CommandResult(0, "", "")
+        code, out, err = self._exec(self.command_line(argv, env, timeout, with_stdin=stdin is not None),
+                                    stdin, timeout)
+        err_text = err.decode(errors="replace")
+        if code == 124:
+            err_text += f"\ntimed out after {timeout:.0f}s"
+        return checked(self.name, argv, CommandResult(code, out.decode(errors="replace"), err_text), check)
+
+    # -- files -----------------------------------------------------------------------
+    def _sftp(self):
+        import paramiko
+        deadline = time.monotonic() + self.connect_timeout + 10
+        delay = 0.05
+        while True:
+            try:
+                return self._transport().open_sftp_client()
+            except (paramiko.SSHException, EOFError, OSError) as exc:
+                if time.monotonic() > deadline:
+                    raise SshUnreachable(f"{self.label}: cannot open SFTP: {str(exc) or type(exc).__name__}") \
+                        from None
+                time.sleep(delay)
+                delay = min(delay * 2, 1.0)
+
+    def put(self, local: Path, remote: str) -> None:
+        self.put_many([(Path(local), remote)])
+
+    def put_many(self, pairs: Sequence[tuple[Path, str]]) -> None:
+        """Copy local files to absolute paths on the host, creating parent folders."""
+        if not pairs:
+            return
+        for _, remote in pairs:
+            if not remote.startswith("/"):
+                raise UsageError(f"{self.name}: remote path {remote!r} must be absolute")
+        self.run(["mkdir", "-p", *sorted({posixpath.dirname(r) or "/" for _, r in pairs})])
+        tmp = None
+        if self._sudo:
+            # Not root: upload as the login user into a private folder, install as root.
+            code, out, err = self._exec("mktemp -d /tmp/.kchaos-put.XXXXXX </dev/null", None, 30)
+            if code != 0:
+                raise NodeCommandError(self.name, ["mktemp", "-d"], code, out.decode(), err.decode())
+            tmp = out.decode().strip()
+        try:
+            with self._channels:
+                sftp = self._sftp()
+                try:
+                    for i, (local, remote) in enumerate(pairs):
+                        sftp.put(str(local), remote if tmp is None else f"{tmp}/{i}", confirm=True)
+                except OSError as exc:
+                    raise NodeCommandError(self.name, ["put", str(local), remote], 1, "",
+                                           f"{remote}: {exc.strerror or exc}") from None
+                finally:
+                    sftp.close()
+            if tmp is not None:
+                moves = [shell_join(["install", "-m", "0644", f"{tmp}/{i}", remote])
+                         for i, (_, remote) in enumerate(pairs)]
+                self.run(["sh", "-c", " && ".join(moves)], timeout=120)
+        finally:
+            if tmp is not None:
+                self._exec(shell_join(["rm", "-rf", tmp]) + " </dev/null", None, 30)
+
+    def get(self, remote: str, local: Path) -> None:
+        local = Path(local)
+        self._ready()
+        if self._sudo:
+            code, out, err = self._exec(shell_join(["sudo", "-n", "cat", "--", remote]) + " </dev/null", None, 120)
+            if code != 0:
+                raise NodeCommandError(self.name, ["get", remote], code, "", err.decode(errors="replace"))
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.write_bytes(out)
+            return
+        with self._channels:
+            sftp = self._sftp()
+            try:
+                import stat as statmod
+                try:
+                    st = sftp.stat(remote)
+                except OSError as exc:
+                    raise NodeCommandError(self.name, ["get", remote], 1, "", f"{remote}: {exc.strerror or exc}") \
+                        from None
+                if not statmod.S_ISREG(st.st_mode or 0):
+                    raise NodeCommandError(self.name, ["get", remote], 1, "", f"{remote}: not a regular file")
+                local.parent.mkdir(parents=True, exist_ok=True)
+                sftp.get(remote, str(local))
+            finally:
+                sftp.close()
+
+    def __repr__(self) -> str:
+        return f"SshNode({self.name}, {self.spec.target})"
+
+
+# -- many hosts ---------------------------------------------------------------------
+def _parallel(fn: Callable, items: Iterable) -> list:
+    items = list(items)
+    with ThreadPoolExecutor(max_workers=max(1, len(items))) as pool:
+        return list(pool.map(fn, items))
+
+
+def nodes_for(inventory: Inventory | str | Path) -> list[SshNode]:
+    """SshNodes for every host, not yet connected."""
+    inv = inventory if isinstance(inventory, Inventory) else load_inventory(inventory)
+    return [SshNode(h, inv.accept_new_host_keys, inv.connect_timeout) for h in inv.hosts]
+
+
+def connect_all(inventory: Inventory | str | Path) -> list[SshNode]:
+    """Connect to every host in parallel; the first failure (in host order) is raised,
+    after closing the connections that did open."""
+    nodes = nodes_for(inventory)
+
+    def attempt(node: SshNode):
+        try:
+            node.connect()
+            return None
+        except KchaosError as exc:
+            return exc
+
+    errors = [e for e in _parallel(attempt, nodes) if e is not None]
+    if errors:
+        for n in nodes:
+            n.close()
+        raise errors[0]
+    return nodes
+
+
+# -- provisioning ------------------------------------------------------------------
+JRE_CANDIDATES = ("openjdk-17-jre-headless", "openjdk-21-jre-headless", "default-jre-headless")
+COMMAND_PACKAGES = {
+    "iptables": "iptables", "ip": "iproute2", "pgrep": "procps", "pkill": "procps", "ps": "procps",
+    "timeout": "coreutils", "setsid": "util-linux",
+}
+MIN_JAVA = 17
+
+PROBE_SCRIPT = r"""
+for c in java iptables ip pgrep pkill ps timeout setsid; do
+  command -v "$c" >/dev/null 2>&1 || echo "missing $c"
+done
+ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 || echo "missing libfaketime"
+command -v apt-get >/dev/null 2>&1 && echo "pm apt-get"
+command -v java >/dev/null 2>&1 && java -version 2>&1 | head -n 1 | sed 's/^/java /'
+exit 0
+"""
+
+
+@dataclass
+class Probe:
+    missing: list[str] = field(default_factory=list)   # commands / libraries absent
+    java_major: int | None = None
+    apt: bool = False
+
+    def packages(self) -> list[str]:
+        """What to install: "jre" stands for the JRE package chosen on the host."""
+        pkgs: list[str] = []
+        if "java" in self.missing or (self.java_major is not None and self.java_major < MIN_JAVA):
+            pkgs.append("jre")
+        for c in self.missing:
+            if c in COMMAND_PACKAGES:
+                pkgs.append(COMMAND_PACKAGES[c])
+            elif c == "libfaketime":
+                pkgs.append("libfaketime")
+        return list(dict.fromkeys(pkgs))
+
+
+def parse_probe(text: str) -> Probe:
+    probe = Probe()
+    for line in text.splitlines():
+        kind, _, rest = line.strip().partition(" ")
+        if kind == "missing":
+            probe.missing.append(rest.strip())
+        elif kind == "pm" and rest.strip() == "apt-get":
+            probe.apt = True
+        elif kind == "java":
+            m = re.search(r'version "(\d+)(?:\.(\d+))?', rest)
+            if m:
+                major = int(m.group(1))
+                probe.java_major = int(m.group(2) or 0) if major == 1 else major
+    return probe
+
+
+@dataclass
+class ProvisionReport:
+    installed: list[str] = field(default_factory=list)
+    uploaded: int = 0
+    skipped: int = 0
+    removed: int = 0
+
+
+def _probe(node: SshNode) -> Probe:
+    return parse_probe(node.run(["sh", "-c", PROBE_SCRIPT], timeout=60).out)
+
+
+def _install_packages(node: SshNode, probe: Probe) -> list[str]:
+    wanted = probe.packages()
+    if not wanted:
+        return []
+    what = ", ".join("a JRE (17+)" if p == "jre" else p for p in wanted)
+    if not probe.apt:
+        raise ProvisionError(f"{node.label}: missing {what} and no apt-get to install them; "
+                             "install them on the host yourself")
+    apt_env = {"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+    log.info("%s: installing %s with apt-get", node.name, what)
+    res = node.run(["apt-get", "update", "-qq"], env=apt_env, timeout=600, check=False)
+    if res.exit != 0:
+        tail = (res.err or res.out).strip().splitlines()[-1:] or [f"exit {res.exit}"]
+        raise ProvisionError(f"{node.label}: apt-get update failed: {tail[0]}")
+    packages = [p for p in wanted if p != "jre"]
+    if "jre" in wanted:
+        script = "for p in " + " ".join(JRE_CANDIDATES) + \
+                 "; do apt-cache show \"$p\" >/dev/null 2>&1 && { echo \"$p\"; exit 0; }; done; exit 1"
+        pick = node.run(["sh", "-c", script], timeout=60, check=False)
+        if pick.exit != 0 or not pick.out.strip():
+            raise ProvisionError(f"{node.label}: no Java {MIN_JAVA}+ package ({', '.join(JRE_CANDIDATES)}) "
+                                 "in the host's apt sources; install a JRE yourself")
+        packages.insert(0, pick.out.strip())
+    res = node.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
+                   env=apt_env, timeout=1200, check=False)
+    if res.exit != 0:
+        tail = (res.err or res.out).strip().splitlines()[-1:] or [f"exit {res.exit}"]
+        raise ProvisionError(f"{node.label}: apt-get install {' '.join(packages)} failed: {tail[0]}")
+    return packages
+
+
+def provision(node: SshNode, dist) -> ProvisionReport:
+    """Make one host ready for ``broker.Broker``: packages, jars, log4j2 config, folders.
+
+    ``dist`` is an ``infra.distribution.KafkaDistribution``. Jars already on the
+    host with the same size are kept; jars the distribution lacks are removed
+    (the broker's classpath is the whole folder).
+    """
+    report = ProvisionReport()
+    probe = _probe(node)
+    report.installed = _install_packages(node, probe)
+    if report.installed:
+        after = _probe(node)
+        if after.packages():
+            what = ", ".join("a JRE (17+)" if p == "jre" else p for p in after.packages())
+            extra = ""
+            if "jre" in after.packages() and after.java_major is not None:
+                extra = f" (java on PATH is still {after.java_major}: update-alternatives --config java)"
+            raise ProvisionError(f"{node.label}: still missing {what} after apt-get install{extra}")
+    node.run(["sh", "-c", f"mkdir -p {' '.join(HOST_DIRS)} && printf '+0s\\n' > {FAKETIME_FILE}"])
+    local = {p.name: p for p in sorted(Path(dist.lib).glob("*.jar"))}
+    listing = node.run(["find", KAFKA_LIB, "-maxdepth", "1", "-type", "f", "-printf", "%s %f\\n"]).out
+    remote: dict[str, int] = {}
+    for line in listing.splitlines():
+        size, _, name = line.partition(" ")
+        if size.isdigit() and name:
+            remote[name] = int(size)
+    stale = sorted(n for n in remote if n not in local)
+    if stale:
+        node.run(["rm", "-f", "--", *(f"{KAFKA_LIB}/{n}" for n in stale)])
+    uploads = [(p, f"{KAFKA_LIB}/{n}") for n, p in local.items() if remote.get(n) != p.stat().st_size]
+    uploads.append((Path(dist.log4j_config), f"{KAFKA_CONFIG}/log4j2.xml"))
+    node.put_many(uploads)
+    report.removed = len(stale)
+    report.uploaded = len(uploads) - 1
+    report.skipped = len(local) - report.uploaded
+    log.info("%s provisioned: %s", node.name, report)
+    return report
+
+
+def provision_all(nodes: Sequence[SshNode], dist) -> dict[str, ProvisionReport]:
+    return dict(zip([n.name for n in nodes], _parallel(lambda n: provision(n, dist), nodes)))
+
+
+# -- healing ------------------------------------------------------------------------
+def heal_script() -> str:
+    """Kill the broker, remove the KCHAOS chain, reset the clock (nemesis' own heal)."""
+    from broker.lifecycle import PROCESS_PATTERN
+    from nemesis.packages import heal_node_script
+    return "\n".join([f"pkill -KILL -f {shell_join([PROCESS_PATTERN])} 2>/dev/null || true",
+                      heal_node_script()])
+
+
+def heal_node(node: SshNode, timeout_s: float = 60.0) -> None:
+    node.run(["sh", "-c", heal_script()], timeout=timeout_s)
+
+
+def heal_hosts(inventory: Inventory | str | Path) -> dict[str, str]:
+    """What `kchaos clean --inventory` does: on every host, kill the broker, remove
+    the KCHAOS iptables chain and reset the clock file to +0s. Hosts that cannot be
+    reached are reported, not raised: {node: "ok" | error}."""
+    nodes = nodes_for(inventory)
+
+    def heal(node: SshNode) -> str:
+        try:
+            heal_node(node)
+            return "ok"
+        except KchaosError as exc:
+            return str(exc)
+        finally:
+            node.close()
+
+    return dict(zip([n.name for n in nodes], _parallel(heal, nodes)))
+
+
+def reset_hosts(nodes: Sequence[SshNode]) -> None:
+    """Before a new cluster: no broker, no fault, no data or logs from an earlier one."""
+    from broker.config import DATA_DIR, LOG_DIR
+
+    def reset(node: SshNode) -> None:
+        heal_node(node)
+        node.run(["sh", "-c", f"rm -rf {DATA_DIR}/* {LOG_DIR}/*"], timeout=120)
+
+    _parallel(reset, nodes)
+
+
+def stop_hosts(nodes: Sequence[SshNode]) -> dict[str, str]:
+    """A cluster's end on SSH hosts: brokers killed, faults healed, data kept for a look."""
+    def stop(node: SshNode) -> str:
+        try:
+            heal_node(node)
+            return "ok"
+        except KchaosError as exc:
+            log.warning("stopping %s failed: %s", node.name, exc)
+            return str(exc)
+        finally:
+            node.close()
+
+    return dict(zip([n.name for n in nodes], _parallel(stop, nodes)))
