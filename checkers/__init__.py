@@ -1,0 +1,134 @@
+"""Checkers: decide from a history whether Kafka kept its promises.
+
+Entry points:
+
+* ``check(history, config)`` - one history (JSONL or Parquet) -> CheckResult.
+* ``check_runs(parquet, config)`` - a Parquet file with a ``run`` column ->
+  one CheckResult per run, in one Spark pass.
+* ``analyze_run(run_dir, config)`` - what ``kchaos analyze`` does: history.jsonl
+  -> history.parquet -> results.json.
+* ``write_results``, ``summary``.
+
+Config (a plain dict, every key optional): ``engine`` ("spark" | "reference"),
+``spark_master`` ("local[2]"), ``spark_conf`` (extra Spark settings),
+``max_witnesses`` (20), ``allowed`` ({anomaly type: reason}; a falsy reason
+takes a default allowance away).
+"""
+from __future__ import annotations
+
+import json
+import logging
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from harness.history import HistoryFormatError
+
+from .common import RunFindings, Settings, assemble, crashed, summary
+from .load import history_to_parquet, is_parquet, iter_parquet_rows, read_paired_ops
+from .model import PairedOp
+from .result import ANOMALY_TYPES, CheckResult
+
+__all__ = ["ANOMALY_TYPES", "CheckResult", "HistoryFormatError", "analyze_run", "check", "check_runs",
+           "history_to_parquet", "summary", "write_results"]
+
+log = logging.getLogger(__name__)
+
+
+def _meta(settings: Settings, t0: float) -> dict[str, Any]:
+    meta: dict[str, Any] = {"engine": settings.engine}
+    if settings.engine == "spark":
+        meta["master"] = settings.spark_master
+    meta["seconds"] = round(time.monotonic() - t0, 3)
+    return meta
+
+
+def _empty(settings: Settings) -> RunFindings:
+    """Findings of a history with no ops: nothing found, verdict unknown."""
+    from . import reference
+    return reference.analyze([], settings)
+
+
+def check(history: str | Path, config: dict[str, Any] | None = None, *, spark: Any = None) -> CheckResult:
+    """Check one history. Raises HistoryFormatError for an unreadable history
+    (that is the input's fault); any failure of the analysis itself gives a
+    result with valid "unknown" and the error, never a pass."""
+    return check_runs(history, config, spark=spark, single=True)[0]
+
+
+def check_runs(source: str | Path, config: dict[str, Any] | None = None, *, spark: Any = None,
+               single: bool = False) -> dict[int, CheckResult]:
+    """Check every run of a (multi-run) Parquet file, or one history (run 0)."""
+    settings = Settings.from_config(config)
+    t0 = time.monotonic()
+    source = Path(source)
+    if not source.exists():
+        raise FileNotFoundError(source)
+    if settings.engine == "reference":
+        from . import reference
+        findings: dict[int, RunFindings] = {}
+        if not is_parquet(source) or single:
+            findings[0] = reference.analyze(read_paired_ops(source), settings)
+        else:
+            by_run: dict[int, list[PairedOp]] = defaultdict(list)
+            for row in iter_parquet_rows(source):
+                by_run[row.get("run") or 0].append(PairedOp.from_row(row))
+            findings = {r: reference.analyze(ops, settings) for r, ops in by_run.items()}
+        results = {r: assemble(f, settings, _meta(settings, t0)) for r, f in findings.items()}
+        return results or {0: assemble(_empty(settings), settings, _meta(settings, t0))}
+    with tempfile.TemporaryDirectory(prefix="kchaos-check-") as tmp:
+        parquet = source
+        if not is_parquet(source):
+            parquet = Path(tmp) / "history.parquet"
+            history_to_parquet(source, parquet)
+        try:
+            from . import spark as spark_engine
+            from .session import analysis_session
+            with analysis_session(settings.spark_master, settings.spark_conf, spark) as sp:
+                findings = spark_engine.analyze_runs(sp, str(parquet), settings)
+        except Exception as e:  # noqa: BLE001 - never a pass on a crash
+            log.exception("spark analysis crashed")
+            text = (str(e).strip().splitlines() or [""])[0][:300]
+            return {0: crashed(settings, _meta(settings, t0), f"spark: {type(e).__name__}: {text}")}
+    if single:
+        return {0: assemble(findings.get(0) or _empty(settings), settings, _meta(settings, t0))}
+    results = {r: assemble(f, settings, _meta(settings, t0)) for r, f in findings.items()}
+    return results or {0: assemble(_empty(settings), settings, _meta(settings, t0))}
+
+
+def write_results(result: CheckResult, path: str | Path) -> None:
+    """results.json, written atomically so a reader never sees half a file."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(result.to_json(), indent=1, default=str) + "\n", encoding="utf-8")
+    tmp.replace(path)
+
+
+def analyze_run(run_dir: str | Path, config: dict[str, Any] | None = None, *, spark: Any = None) -> CheckResult:
+    """history.jsonl -> history.parquet -> results.json in ``run_dir``.
+
+    Config: the "checker" section of run_dir/config.json, overridden by
+    ``config``. An unreadable history still gets a results.json (valid
+    "unknown", the error named) before HistoryFormatError propagates.
+    """
+    run_dir = Path(run_dir)
+    cfg: dict[str, Any] = {}
+    cfg_file = run_dir / "config.json"
+    if cfg_file.exists():
+        section = json.loads(cfg_file.read_text(encoding="utf-8")).get("checker")
+        if isinstance(section, dict):
+            cfg.update(section)
+    cfg.update(config or {})
+    settings = Settings.from_config(cfg)
+    t0 = time.monotonic()
+    try:
+        history_to_parquet(run_dir / "history.jsonl", run_dir / "history.parquet")
+    except HistoryFormatError as e:
+        write_results(crashed(settings, _meta(settings, t0), f"history: {e}"), run_dir / "results.json")
+        raise
+    result = check(run_dir / "history.parquet", cfg, spark=spark)
+    write_results(result, run_dir / "results.json")
+    return result

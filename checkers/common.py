@@ -1,0 +1,257 @@
+"""What both engines share: settings, findings, verdict, witness assembly.
+
+An engine (reference or Spark) turns a run into ``RunFindings``: per anomaly
+type a count and the first ``max_witnesses`` witnesses in a canonical order
+(so both engines pick the same ones), statistics, unclean elections, and the
+rows of the ops the witnesses name plus the nemesis and sampler ops. Everything
+after that (allowed anomalies, verdict, context of faults and leaders) is
+decided here once, so the engines cannot drift apart on it.
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass, field
+from typing import Any
+
+from .model import witness_op
+from .result import ANOMALY_TYPES, CheckResult
+
+DESCRIPTIONS = {
+    "inconsistent-offset": "one partition offset associated with two or more different values (acks and reads)",
+    "duplicate": "one value of a partition found at two or more offsets",
+    "nonlinearizable-offset": "send A was acknowledged before send B was invoked, same partition, "
+                              "yet offset(A) >= offset(B)",
+    "nonmonotonic-send": "successive acknowledged sends of one process to a partition did not get increasing offsets",
+    "nonmonotonic-poll": "successive reads of one consumer of a partition, within one assignment, "
+                         "did not have increasing offsets",
+    "poll-skip": "a consumer's successive reads of a partition, within one assignment, jumped over "
+                 "offsets known to hold values",
+    "lost-write": "an acknowledged send never read, although reads of its partition reached its offset "
+                  "or the final drain completed",
+    "unseen": "an acknowledged send never read, and no read of its partition reached its offset",
+    "phantom-write": "a send that failed (certainly did not happen) whose value was read",
+    "unclean-election": "a partition leader changed to a broker that was not in the last observed ISR",
+}
+
+DEFAULT_ALLOWED = {"unseen": "informational: nothing read reached these offsets"}
+SUBSCRIBE_ALLOWED = {
+    "poll-skip": "consumers subscribe: a rebalance moves partitions between consumers, "
+                 "so one consumer's reads of a partition may jump ahead",
+    "nonmonotonic-poll": "consumers subscribe: a rebalance can rewind a consumer to the "
+                         "group's last committed offset",
+}
+
+SKIPPED_LIMIT = 10      # known offsets listed in a poll-skip witness
+RECENT_NEMESIS = 3      # unpaired nemesis ops shown in a witness context
+CLOSE_ALL = {"heal", "heal-all", "stop-all"}
+
+
+@dataclass
+class Settings:
+    engine: str = "spark"
+    spark_master: str = "local[2]"
+    max_witnesses: int = 20
+    allowed: dict[str, Any] = field(default_factory=dict)
+    spark_conf: dict[str, Any] = field(default_factory=dict)   # extra Spark settings
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any] | None) -> "Settings":
+        config = dict(config or {})
+        s = cls(engine=config.get("engine", "spark"),
+                spark_master=config.get("spark_master", "local[2]"),
+                max_witnesses=int(config.get("max_witnesses", 20)),
+                allowed=dict(config.get("allowed") or {}),
+                spark_conf=dict(config.get("spark_conf") or {}))
+        if s.engine not in ("spark", "reference"):
+            raise ValueError(f"unknown checker engine {s.engine!r} (spark or reference)")
+        unknown = set(s.allowed) - set(ANOMALY_TYPES)
+        if unknown:
+            raise ValueError(f"allowed names unknown anomaly types: {sorted(unknown)}")
+        return s
+
+    def allowed_for(self, mode: str) -> dict[str, str]:
+        """Defaults, then subscribe-mode allowances, then config; a falsy config
+        value takes a default allowance away."""
+        out = dict(DEFAULT_ALLOWED)
+        if mode == "subscribe":
+            out.update(SUBSCRIBE_ALLOWED)
+        for k, reason in self.allowed.items():
+            if reason:
+                out[k] = str(reason)
+            else:
+                out.pop(k, None)
+        return out
+
+
+@dataclass
+class Witness:
+    partition: int | None
+    offsets: list[int]
+    values: list[int]
+    op_ids: list[int]                 # invoke_index of each op, in display order
+    anchor: int | None = None         # op whose time sets the context; default first
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Finding:
+    count: int = 0
+    witnesses: list[Witness] = field(default_factory=list)
+    error: str | None = None
+
+
+@dataclass
+class RunFindings:
+    anomalies: dict[str, Finding]
+    stats: dict[str, Any]
+    elections: list[dict[str, Any]]
+    mode: str
+    has_ok_send: bool
+    errors: list[str]
+    op_rows: dict[int, dict[str, Any]]      # witness ops, by invoke_index, in to_row() form
+    control_rows: list[dict[str, Any]]      # nemesis and sampler ops, in to_row() form
+
+
+def percentile(sorted_values: list[float], p: float) -> float:
+    """Linear interpolation between closest ranks, as Spark's exact ``percentile``."""
+    pos = (len(sorted_values) - 1) * p
+    lo, hi = int(pos // 1), -int(-pos // 1)
+    if lo == hi:
+        return float(sorted_values[lo])
+    return (hi - pos) * sorted_values[lo] + (pos - lo) * sorted_values[hi]
+
+
+def lag_summary(p50: float | None, p99: float | None, mx: float | None) -> dict[str, float | None]:
+    r = lambda ns: None if ns is None else round(ns / 1e6, 3)  # noqa: E731
+    return {"p50_ms": r(p50), "p99_ms": r(p99), "max_ms": r(mx)}
+
+
+def availability(counts: dict[tuple[int, str], int]) -> list[dict[str, int]]:
+    """Per-second ok/fail/info completions, with idle seconds filled in as zeros."""
+    if not counts:
+        return []
+    last = max(s for s, _ in counts)
+    return [{"second": s, **{t: counts.get((s, t), 0) for t in ("ok", "fail", "info")}}
+            for s in range(0, last + 1)]
+
+
+class Timeline:
+    """Faults and leader samples over time, to explain a witness."""
+
+    def __init__(self, control_rows: list[dict[str, Any]]):
+        rows = sorted(control_rows, key=lambda r: r["invoke_index"])
+        self.faults: list[dict[str, Any]] = []    # {"start", "end", "op"}
+        self.events: list[dict[str, Any]] = []    # unpaired nemesis ops
+        self.samples: dict[int, tuple[list[int], list[dict[str, Any]]]] = {}
+        open_by_id: dict[str, dict[str, Any]] = {}
+        open_by_name: dict[str, list[dict[str, Any]]] = {}
+        for r in rows:
+            if r["role"] == "sampler" and r.get("sample") is not None:
+                self._add_sample(r)
+            elif r["role"] == "nemesis":
+                op = witness_op(r)
+                end = r["time"] if r["time"] is not None else r["invoke_time"]
+                f = r["f"]
+                if r.get("fault") is not None:
+                    fid = r["fault"]
+                    if fid in open_by_id:
+                        open_by_id.pop(fid)["end"] = end
+                    else:
+                        open_by_id[fid] = self._open(op, r)
+                elif f.startswith("start-"):
+                    open_by_name.setdefault(f[6:], []).append(self._open(op, r))
+                elif f.startswith("stop-"):
+                    for flt in open_by_name.pop(f[5:], []):
+                        flt["end"] = end
+                    self.events.append({"time": end, "op": op})
+                elif f in CLOSE_ALL:
+                    for flt in list(open_by_id.values()) + [x for v in open_by_name.values() for x in v]:
+                        flt["end"] = end
+                    open_by_id.clear()
+                    open_by_name.clear()
+                    self.events.append({"time": end, "op": op})
+                else:
+                    self.events.append({"time": end, "op": op})
+        self.event_times = [e["time"] for e in self.events]
+
+    def _open(self, op: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
+        flt = {"start": r["invoke_time"], "end": None, "op": op}
+        self.faults.append(flt)
+        return flt
+
+    def _add_sample(self, r: dict[str, Any]) -> None:
+        idx = r["index"] if r["index"] is not None else r["invoke_index"]
+        for s in r["sample"]:
+            keys, vals = self.samples.setdefault(s["partition"], ([], []))
+            keys.append(idx)
+            vals.append({"index": idx, "time": r["time"], "controller": r["controller"],
+                         "leader": s["leader"], "isr": list(s["isr"] or []), "epoch": s["epoch"]})
+
+    def context(self, partition: int | None, anchor: dict[str, Any] | None) -> dict[str, Any]:
+        if anchor is None:
+            return {"faults": [], "recent_nemesis": [], "sample": None}
+        t0 = anchor["invoke_time"]
+        t1 = anchor["time"] if anchor["time"] is not None else t0
+        idx = anchor["index"] if anchor["index"] is not None else anchor["invoke_index"]
+        faults = [{"f": fl["op"]["f"], "value": fl["op"]["value"], "index": fl["op"]["invoke_index"],
+                   "time": fl["start"], "healed_time": fl["end"]}
+                  for fl in self.faults if fl["start"] <= t1 and (fl["end"] is None or fl["end"] >= t0)]
+        k = bisect.bisect_right(self.event_times, t1)
+        recent = [{"f": e["op"]["f"], "value": e["op"]["value"], "index": e["op"]["invoke_index"],
+                   "time": e["time"]} for e in self.events[max(0, k - RECENT_NEMESIS):k]]
+        sample = None
+        if partition in self.samples:
+            keys, vals = self.samples[partition]
+            i = bisect.bisect_right(keys, idx)
+            sample = vals[i - 1] if i else None
+        return {"faults": faults, "recent_nemesis": recent, "sample": sample}
+
+
+def assemble(rf: RunFindings, settings: Settings, checker: dict[str, Any]) -> CheckResult:
+    """Allowed anomalies, verdict and witnesses with their context."""
+    allowed = settings.allowed_for(rf.mode)
+    timeline = Timeline(rf.control_rows)
+    anomalies: dict[str, dict[str, Any]] = {}
+    errors = list(rf.errors)
+    for typ in ANOMALY_TYPES:
+        fnd = rf.anomalies.get(typ)
+        if fnd is None:
+            fnd = Finding(error="not checked")
+            errors.append(f"{typ}: not checked")
+        witnesses = []
+        for w in fnd.witnesses[: settings.max_witnesses]:
+            ids = list(dict.fromkeys(w.op_ids))
+            ops = [witness_op(rf.op_rows[i]) for i in ids if i in rf.op_rows]
+            anchor_id = w.anchor if w.anchor is not None else (ids[0] if ids else None)
+            anchor = witness_op(rf.op_rows[anchor_id]) if anchor_id in rf.op_rows else None
+            witnesses.append({"partition": w.partition, "offsets": w.offsets, "values": w.values,
+                              "ops": ops, "context": timeline.context(w.partition, anchor), **w.extra})
+        entry = {"count": fnd.count, "allowed": typ in allowed, "reason": allowed.get(typ),
+                 "description": DESCRIPTIONS[typ], "witnesses": witnesses}
+        if fnd.error:
+            entry["error"] = fnd.error
+        anomalies[typ] = entry
+    if any(a["count"] > 0 and not a["allowed"] for a in anomalies.values()):
+        valid: Any = False
+    elif errors or not rf.has_ok_send:
+        valid = "unknown"
+    else:
+        valid = True
+    stats = dict(rf.stats)
+    stats["mode"] = rf.mode
+    return CheckResult(valid=valid, anomalies=anomalies, stats=stats, errors=errors,
+                       unclean_elections=rf.elections, checker=checker)
+
+
+def summary(result: CheckResult) -> list[tuple[str, int, bool]]:
+    """(type, count, allowed) for every anomaly type, in the canonical order."""
+    return [(t, int(result.anomalies.get(t, {}).get("count", 0) or 0),
+             bool(result.anomalies.get(t, {}).get("allowed", False))) for t in ANOMALY_TYPES]
+
+
+def crashed(settings: Settings, checker: dict[str, Any], error: str) -> CheckResult:
+    """A result for an analysis that could not run at all: never a pass."""
+    rf = RunFindings(anomalies={t: Finding(error=error) for t in ANOMALY_TYPES}, stats={},
+                     elections=[], mode="unknown", has_ok_send=False, errors=[error],
+                     op_rows={}, control_rows=[])
+    return assemble(rf, settings, checker)

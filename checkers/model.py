@@ -1,0 +1,269 @@
+"""Paired operations: the one shape both checker engines reason about.
+
+The history has an invoke line and a completion line per op. Each process has
+at most one op outstanding, so pairing is by process. A paired op keeps both
+indexes and both times (the checkers need "A completed before B was invoked")
+and flattens the value into typed columns: ``messages`` (sends: what was sent
+and, when ok, at which offset; polls: what was read), ``partitions`` (the
+partitions a send wrote to, a poll reported or an assign named), ``sample`` (the sampler's
+leader/ISR view) and ``fault`` (a nemesis fault id). The raw completion value
+is kept as JSON for witnesses.
+
+The Parquet file has exactly these columns (``PARQUET_SCHEMA``), one row per
+paired op; Spark reads it, the reference engine reads either the history or
+the same rows.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+import pyarrow as pa
+
+from harness.history import COMPLETIONS, INVOKE, HistoryFormatError, Op
+
+log = logging.getLogger(__name__)
+
+CLIENT = "client"
+
+MESSAGE_TYPE = pa.struct([("partition", pa.int32()), ("offset", pa.int64()), ("value", pa.int64())])
+SAMPLE_TYPE = pa.struct([("partition", pa.int32()), ("leader", pa.int32()),
+                         ("isr", pa.list_(pa.int32())), ("epoch", pa.int64())])
+
+PARQUET_SCHEMA = pa.schema([
+    ("invoke_index", pa.int64()),   # op id: index of the invoke (of the op itself if it has none)
+    ("index", pa.int64()),          # index of the completion; null if it never completed
+    ("invoke_time", pa.int64()),
+    ("time", pa.int64()),           # completion time (ns); null if it never completed
+    ("process", pa.int64()),        # client process; null for nemesis/sampler
+    ("role", pa.string()),          # "client", "nemesis", "sampler", or the raw process string
+    ("type", pa.string()),          # ok | fail | info (never-completed ops are info)
+    ("f", pa.string()),
+    ("drain", pa.bool_()),
+    ("error", pa.string()),
+    ("node", pa.string()),
+    ("messages", pa.list_(MESSAGE_TYPE)),
+    ("partitions", pa.list_(pa.int32())),   # send: partitions written; poll: reported; assign: named
+    ("partition_starts", pa.list_(pa.int32())),  # where each partition's run of messages starts, when
+                                                 # the messages are grouped by partition (else null)
+    ("sample", pa.list_(SAMPLE_TYPE)),
+    ("controller", pa.int32()),
+    ("fault", pa.string()),
+    ("value", pa.string()),         # completion value as JSON (invoke value if none)
+])
+
+Message = tuple[int, int | None, int]          # (partition, offset, value)
+Sample = tuple[int, int | None, list[int], int | None]  # (partition, leader, isr, epoch)
+
+
+@dataclass
+class PairedOp:
+    invoke_index: int
+    index: int | None
+    invoke_time: int
+    time: int | None
+    process: int | None
+    role: str
+    type: str
+    f: str
+    drain: bool = False
+    error: str | None = None
+    node: str | None = None
+    messages: list[Message] = field(default_factory=list)
+    partitions: list[int] | None = None
+    partition_starts: list[int] | None = None
+    sample: list[Sample] | None = None
+    controller: int | None = None
+    fault: str | None = None
+    value: Any = None
+
+    @property
+    def id(self) -> int:
+        return self.invoke_index
+
+    @property
+    def client(self) -> bool:
+        return self.role == CLIENT
+
+    def to_row(self) -> dict[str, Any]:
+        return {
+            "invoke_index": self.invoke_index, "index": self.index,
+            "invoke_time": self.invoke_time, "time": self.time,
+            "process": self.process, "role": self.role, "type": self.type, "f": self.f,
+            "drain": self.drain, "error": self.error, "node": self.node,
+            "messages": [{"partition": p, "offset": o, "value": v} for p, o, v in self.messages],
+            "partitions": self.partitions, "partition_starts": self.partition_starts,
+            "sample": None if self.sample is None else [
+                {"partition": p, "leader": ld, "isr": isr, "epoch": e} for p, ld, isr, e in self.sample],
+            "controller": self.controller, "fault": self.fault,
+            "value": json.dumps(self.value, separators=(",", ":")),
+        }
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> "PairedOp":
+        return cls(
+            invoke_index=row["invoke_index"], index=row["index"],
+            invoke_time=row["invoke_time"], time=row["time"],
+            process=row["process"], role=row["role"], type=row["type"], f=row["f"],
+            drain=bool(row["drain"]), error=row["error"], node=row["node"],
+            messages=[(m["partition"], m["offset"], m["value"]) for m in row["messages"] or []],
+            partitions=row["partitions"], partition_starts=row.get("partition_starts"),
+            sample=None if row["sample"] is None else [
+                (s["partition"], s["leader"], list(s["isr"] or []), s["epoch"]) for s in row["sample"]],
+            controller=row["controller"], fault=row["fault"],
+            value=None if row["value"] is None else json.loads(row["value"]),
+        )
+
+
+def witness_op(row: dict[str, Any]) -> dict[str, Any]:
+    """A history-like op for a witness, from a Parquet row or ``to_row()``."""
+    op = {
+        "index": row["index"], "time": row["time"],
+        "invoke_index": row["invoke_index"], "invoke_time": row["invoke_time"],
+        "process": row["process"] if row["role"] == CLIENT else row["role"],
+        "type": row["type"], "f": row["f"],
+        "value": None if row["value"] is None else json.loads(row["value"]),
+        "error": row["error"], "node": row["node"],
+    }
+    if row["drain"]:
+        op["drain"] = True
+    return op
+
+
+def _int(x: Any, what: str, where: str) -> int:
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise HistoryFormatError(f"{where}: {what} is not an integer: {x!r}")
+    return x
+
+
+def _opt_int(x: Any, what: str, where: str) -> int | None:
+    return None if x is None else _int(x, what, where)
+
+
+def _send_messages(value: Any, ok: bool, where: str) -> list[Message]:
+    if not isinstance(value, list):
+        raise HistoryFormatError(f"{where}: send value is not a list: {value!r:.80}")
+    out = []
+    for m in value:
+        if not isinstance(m, list) or len(m) < 2:
+            raise HistoryFormatError(f"{where}: send message is not [partition, value, offset]: {m!r}")
+        offset = m[2] if len(m) > 2 and ok else None
+        out.append((_int(m[0], "partition", where), _opt_int(offset, "offset", where),
+                    _int(m[1], "value", where)))
+    return out
+
+
+def _poll_reads(value: Any, where: str) -> tuple[list[Message], list[int]]:
+    if value is None:
+        return [], []
+    if not isinstance(value, dict):
+        raise HistoryFormatError(f"{where}: poll value is not a dict: {value!r:.80}")
+    msgs: list[Message] = []
+    parts = []
+    for key, pairs in value.items():
+        try:
+            p = int(key)
+        except ValueError:
+            raise HistoryFormatError(f"{where}: poll partition key is not an integer: {key!r}") from None
+        parts.append(p)
+        for pair in pairs or []:
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise HistoryFormatError(f"{where}: poll read is not [offset, value]: {pair!r}")
+            msgs.append((p, _int(pair[0], "offset", where), _int(pair[1], "value", where)))
+    return msgs, parts
+
+
+def _sample(value: Any, where: str) -> tuple[list[Sample], int | None]:
+    if not isinstance(value, dict):
+        raise HistoryFormatError(f"{where}: sample value is not a dict: {value!r:.80}")
+    out = []
+    for key, s in (value.get("partitions") or {}).items():
+        s = s or {}
+        if not str(key).lstrip("-").isdigit():
+            raise HistoryFormatError(f"{where}: sample partition key is not an integer: {key!r}")
+        isr = [_int(b, "isr broker", where) for b in s.get("isr") or []]
+        out.append((_int(int(key), "partition", where), _opt_int(s.get("leader"), "leader", where),
+                    isr, _opt_int(s.get("epoch"), "epoch", where)))
+    return out, _opt_int(value.get("controller"), "controller", where)
+
+
+def _starts(msgs: list[Message], parts: list[int]) -> list[int] | None:
+    """Start index of each partition's messages, if each partition's messages
+    are one contiguous run in ``parts`` order (polls always; sends usually)."""
+    starts, i = [], 0
+    for p in parts:
+        starts.append(i)
+        while i < len(msgs) and msgs[i][0] == p:
+            i += 1
+    return starts if i == len(msgs) else None
+
+
+def _build(inv: Op | None, comp: Op | None) -> PairedOp:
+    first = inv if inv is not None else comp
+    assert first is not None
+    where = f"op index {first.get('index')}"
+    proc = first.get("process")
+    is_client = isinstance(proc, int) and not isinstance(proc, bool)
+    if comp is None:
+        typ, value, error = "info", first.get("value"), "incomplete: no completion in the history"
+    else:
+        typ, value, error = comp["type"], comp.get("value"), comp.get("error")
+        if value is None and inv is not None and comp["f"] in ("send", "assign", "subscribe"):
+            value = inv.get("value")
+    op = PairedOp(
+        invoke_index=_int(first.get("index"), "index", where),
+        index=None if comp is None else _int(comp.get("index"), "index", where),
+        invoke_time=_int(first.get("time"), "time", where),
+        time=None if comp is None else _int(comp.get("time"), "time", where),
+        process=proc if is_client else None,
+        role=CLIENT if is_client else str(proc),
+        type=typ, f=str(first["f"]),
+        drain=bool((inv or {}).get("drain") or (comp or {}).get("drain")),
+        error=error, node=(comp or {}).get("node") or (inv or {}).get("node"),
+        value=value,
+    )
+    if op.f == "send" and is_client:
+        op.messages = _send_messages(value, typ == "ok", where)
+        op.partitions = list(dict.fromkeys(p for p, _, _ in op.messages))
+        op.partition_starts = _starts(op.messages, op.partitions)
+    elif op.f == "poll" and is_client and typ == "ok":
+        op.messages, op.partitions = _poll_reads(value, where)
+        op.partition_starts = _starts(op.messages, op.partitions)
+    elif op.f == "assign" and isinstance(value, list):
+        op.partitions = [_int(p, "partition", where) for p in value]
+    elif op.f == "sample" and typ == "ok":
+        op.sample, op.controller = _sample(value, where)
+    if isinstance(value, dict) and value.get("fault") is not None:
+        op.fault = str(value["fault"])
+    return op
+
+
+def pair_ops(ops: Iterable[Op]) -> Iterator[PairedOp]:
+    """Pair invokes with completions by process, yielding in completion order.
+
+    A completion with no outstanding invoke (sampler ops) stands alone; an
+    invoke left outstanding at the end (or superseded by another invoke of the
+    same process) becomes an ``info`` op: it may or may not have happened.
+    """
+    pending: dict[Any, Op] = {}
+    for op in ops:
+        typ, proc = op.get("type"), op.get("process")
+        key = proc if not isinstance(proc, list | dict) else json.dumps(proc)
+        if typ == INVOKE:
+            if key in pending:
+                log.warning("op index %s: process %r invoked again with an op outstanding",
+                            op.get("index"), proc)
+                yield _build(pending.pop(key), None)
+            pending[key] = op
+        elif typ in COMPLETIONS:
+            inv = pending.pop(key, None)
+            if inv is not None and inv.get("f") != op.get("f"):
+                log.warning("op index %s: completion f %r does not match invoke f %r",
+                            op.get("index"), op.get("f"), inv.get("f"))
+            yield _build(inv, op)
+        else:
+            raise HistoryFormatError(f"op index {op.get('index')}: unknown type {typ!r}")
+    for inv in sorted(pending.values(), key=lambda o: o.get("index", 0)):
+        yield _build(inv, None)

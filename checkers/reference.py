@@ -1,0 +1,379 @@
+"""Reference checkers: the anomaly definitions in plain Python.
+
+Small and direct on purpose: this is the executable specification the Spark
+engine is tested against, so every definition reads as one loop. Terms:
+
+* ack: a message of an ``ok`` client send with a known offset.
+* read: a message returned by an ``ok`` client poll (drain polls included).
+* observation: an ack or a read, as (partition, offset, value).
+* known offsets of a partition: every offset some observation names.
+* canonical witness order: per type, the sort key named in its checker; both
+  engines report the first ``max_witnesses`` in that order.
+"""
+from __future__ import annotations
+
+import bisect
+import logging
+from collections import Counter, defaultdict
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .common import (SKIPPED_LIMIT, Finding, RunFindings, Settings, Witness, availability,
+                     lag_summary, percentile)
+from .model import PairedOp
+
+log = logging.getLogger(__name__)
+
+NS = 1_000_000_000
+
+
+@dataclass(frozen=True)
+class Msg:
+    partition: int
+    offset: int | None
+    value: int
+    op: PairedOp
+    pos: int            # position in the op's message list: orders messages within an op
+
+
+class Run:
+    """Indexes over one run's paired ops, shared by the checks."""
+
+    def __init__(self, ops: list[PairedOp]):
+        self.ops = sorted(ops, key=lambda o: o.invoke_index)
+        self.by_id = {o.id: o for o in self.ops}
+        self.sends = [o for o in self.ops if o.client and o.f == "send"]
+        self.ok_msgs = [Msg(p, off, v, o, i) for o in self.sends if o.type == "ok"
+                        for i, (p, off, v) in enumerate(o.messages)]
+        self.acks = [m for m in self.ok_msgs if m.offset is not None]
+        self.polls = [o for o in self.ops if o.client and o.f == "poll"]
+        self.reads = [Msg(p, off, v, o, i) for o in self.polls if o.type == "ok"
+                      for i, (p, off, v) in enumerate(o.messages)]
+        self.pov: dict[tuple[int, int, int], int] = {}
+        for m in self.acks + self.reads:
+            key = (m.partition, m.offset, m.value)
+            self.pov[key] = min(self.pov.get(key, m.op.id), m.op.id)
+        known: dict[int, set[int]] = defaultdict(set)
+        for p, o, _ in self.pov:
+            known[p].add(o)
+        self.known = {p: sorted(s) for p, s in known.items()}
+        # (p, v) -> (first reader's op id, lowest offset it was read at)
+        self.first_read: dict[tuple[int, int], tuple[int, int]] = {}
+        self.max_read: dict[int, tuple[int, int]] = {}                 # p -> (offset, -reader id)
+        for m in self.reads:
+            k = (m.partition, m.value)
+            rid, off = self.first_read.get(k, (m.op.id, m.offset))
+            self.first_read[k] = (min(rid, m.op.id), min(off, m.offset))
+            self.max_read[m.partition] = max(self.max_read.get(m.partition, (m.offset, -m.op.id)),
+                                             (m.offset, -m.op.id))
+        drains = [o for o in self.polls if o.drain]
+        self.drain_all_ok = bool(drains) and all(o.type == "ok" for o in drains)
+        self.drain_parts = {p for o in drains if o.type == "ok" for p in o.partitions or []}
+        self.mode = "subscribe" if any(o.f == "subscribe" for o in self.ops) else "assign"
+        self.elections: list[dict[str, Any]] = []     # filled by check_elections
+
+    def rank(self, p: int, offset: int) -> int:
+        return bisect.bisect_left(self.known[p], offset)
+
+    def drain_complete(self, p: int) -> bool:
+        return self.drain_all_ok and p in self.drain_parts
+
+
+Result = dict[str, Finding]
+
+
+def _finding(items: list[tuple[Any, Witness]], settings: Settings) -> Finding:
+    items.sort(key=lambda kw: kw[0])
+    return Finding(count=len(items), witnesses=[w for _, w in items[: settings.max_witnesses]])
+
+
+def check_offsets(run: Run, settings: Settings) -> Result:
+    """inconsistent-offset, order (partition, offset); duplicate, order (partition, value)."""
+    by_offset: dict[tuple[int, int], dict[int, int]] = defaultdict(dict)
+    by_value: dict[tuple[int, int], dict[int, int]] = defaultdict(dict)
+    for (p, o, v), first in run.pov.items():
+        by_offset[(p, o)][v] = first
+        by_value[(p, v)][o] = first
+    inc = [((p, o), Witness(p, [o], sorted(vs), [vs[v] for v in sorted(vs)]))
+           for (p, o), vs in by_offset.items() if len(vs) > 1]
+    dup = [((p, v), Witness(p, sorted(os_), [v], [os_[o] for o in sorted(os_)]))
+           for (p, v), os_ in by_value.items() if len(os_) > 1]
+    return {"inconsistent-offset": _finding(inc, settings), "duplicate": _finding(dup, settings)}
+
+
+def check_nonlinearizable(run: Run, settings: Settings) -> Result:
+    """An ack B is violated iff some ack A at an offset >= offset(B) completed
+    strictly before B was invoked. The witness A is the earliest-completing
+    such ack: least (completion time, op id, offset, value) over acks at or
+    above offset(B) (B itself never qualifies). Order (partition, B op id, B position)."""
+    by_p: dict[int, list[Msg]] = defaultdict(list)
+    for m in run.acks:
+        by_p[m.partition].append(m)
+    items = []
+    for p, acks in by_p.items():
+        desc = sorted(acks, key=lambda m: -m.offset)
+        first: dict[int, tuple[int, int, int, int]] = {}     # offset -> min over offsets >= it
+        best = None
+        i = 0
+        while i < len(desc):
+            j = i
+            while j < len(desc) and desc[j].offset == desc[i].offset:
+                cur = (desc[j].op.time, desc[j].op.id, desc[j].offset, desc[j].value)
+                best = cur if best is None else min(best, cur)
+                j += 1
+            first[desc[i].offset] = best
+            i = j
+        for b in acks:
+            ta, ida, oa, va = first[b.offset]
+            if ta < b.op.invoke_time:
+                items.append(((p, b.op.id, b.pos),
+                              Witness(p, [oa, b.offset], [va, b.value], [ida, b.op.id], anchor=b.op.id)))
+    return {"nonlinearizable-offset": _finding(items, settings)}
+
+
+def check_nonmonotonic_send(run: Run, settings: Settings) -> Result:
+    """Successive acks of one process to one partition, in (op, position) order,
+    whose offsets do not increase. Order (partition, op id, position)."""
+    last: dict[tuple[int, int], Msg] = {}
+    items = []
+    for m in run.acks:   # already in (invoke_index, pos) order
+        key = (m.op.process, m.partition)
+        prev = last.get(key)
+        if prev is not None and m.offset <= prev.offset:
+            items.append(((m.partition, m.op.id, m.pos),
+                          Witness(m.partition, [prev.offset, m.offset], [prev.value, m.value],
+                                  [prev.op.id, m.op.id], anchor=m.op.id)))
+        last[key] = m
+    return {"nonmonotonic-send": _finding(items, settings)}
+
+
+def check_polls(run: Run, settings: Settings) -> Result:
+    """Per consumer process, partition and drain flag (the final drain is its own
+    chain), successive reads within one assignment (an ok/info assign or
+    subscribe resets every chain of the process): an offset not above the
+    previous is nonmonotonic-poll; jumping over known offsets is poll-skip.
+    Order (partition, op id, position)."""
+    last: dict[int, dict[tuple[bool, int], Msg]] = defaultdict(dict)
+    non, skip = [], []
+    for op in run.ops:
+        if not op.client:
+            continue
+        if op.f in ("assign", "subscribe") and op.type in ("ok", "info"):
+            last[op.process].clear()
+        if op.f != "poll" or op.type != "ok":
+            continue
+        chains = last[op.process]
+        for i, (p, o, v) in enumerate(op.messages):
+            prev = chains.get((op.drain, p))
+            chains[(op.drain, p)] = Msg(p, o, v, op, i)
+            if prev is None:
+                continue
+            w = Witness(p, [prev.offset, o], [prev.value, v], [prev.op.id, op.id], anchor=op.id)
+            if o <= prev.offset:
+                non.append(((p, op.id, i), w))
+            else:
+                gap = run.rank(p, o) - run.rank(p, prev.offset) - 1
+                if gap > 0:
+                    lo = run.rank(p, prev.offset) + 1
+                    w.extra = {"skipped": run.known[p][lo: lo + min(gap, SKIPPED_LIMIT)],
+                               "skipped_count": gap}
+                    skip.append(((p, op.id, i), w))
+    return {"nonmonotonic-poll": _finding(non, settings), "poll-skip": _finding(skip, settings)}
+
+
+def lost_messages(run: Run) -> tuple[list[Msg], list[Msg]]:
+    """(lost, unseen): ok-send messages whose value no read returned, split by
+    whether a read reached their offset (or the drain of their partition completed)."""
+    lost, unseen = [], []
+    for m in run.ok_msgs:
+        if (m.partition, m.value) in run.first_read:
+            continue
+        mr = run.max_read.get(m.partition)
+        reached = m.offset is not None and mr is not None and mr[0] >= m.offset
+        (lost if reached or run.drain_complete(m.partition) else unseen).append(m)
+    return lost, unseen
+
+
+def check_lost(run: Run, settings: Settings) -> Result:
+    """lost-write and unseen. Order (partition, value, op id, position)."""
+    lost, unseen = lost_messages(run)
+    out = {}
+    for typ, msgs in (("lost-write", lost), ("unseen", unseen)):
+        items = []
+        for m in msgs:
+            mr = run.max_read.get(m.partition)
+            ids = [m.op.id] + ([-mr[1]] if typ == "lost-write" and mr is not None else [])
+            items.append(((m.partition, m.value, m.op.id, m.pos),
+                          Witness(m.partition, [] if m.offset is None else [m.offset], [m.value], ids,
+                                  extra={"max_read_offset": None if mr is None else mr[0],
+                                         "drain_complete": run.drain_complete(m.partition)})))
+        out[typ] = _finding(items, settings)
+    return out
+
+
+def check_phantom(run: Run, settings: Settings) -> Result:
+    """Messages of fail sends whose value was read; the witness names the lowest
+    offset it was read at and the first op that read it. Order (partition,
+    value, op id, position)."""
+    items = []
+    for op in run.sends:
+        if op.type != "fail":
+            continue
+        for i, (p, _, v) in enumerate(op.messages):
+            fr = run.first_read.get((p, v))
+            if fr is not None:
+                items.append(((p, v, op.id, i), Witness(p, [fr[1]], [v], [op.id, fr[0]])))
+    return {"phantom-write": _finding(items, settings)}
+
+
+def elections(run: Run) -> list[dict[str, Any]]:
+    """Unclean elections from the samples: a new (non-null) leader that differs
+    from the last known leader and is not in the ISR of the partition's
+    previous sample (an empty ISR says nothing)."""
+    state: dict[int, tuple[int | None, list[int] | None, int | None]] = {}
+    out = []
+    for op in run.ops:
+        if op.role != "sampler" or op.sample is None:
+            continue
+        for p, leader, isr, epoch in op.sample:
+            last_leader, prev_isr, prev_id = state.get(p, (None, None, None))
+            if (leader is not None and last_leader is not None and leader != last_leader
+                    and prev_isr and leader not in prev_isr):
+                out.append({"partition": p, "time": op.time, "index": op.index,
+                            "from_leader": last_leader, "to_leader": leader, "epoch": epoch,
+                            "last_isr": list(prev_isr), "_ids": [prev_id, op.id]})
+            state[p] = (leader if leader is not None else last_leader, isr, op.id)
+    return out
+
+
+def attribute(elect: list[dict[str, Any]], p: int, t: int) -> dict[str, Any] | None:
+    """The first election on partition p strictly after time t."""
+    cands = [e for e in elect if e["partition"] == p and e["time"] > t]
+    return min(cands, key=lambda e: (e["time"], e["index"])) if cands else None
+
+
+def check_elections(run: Run, settings: Settings) -> Result:
+    """unclean-election, with lost writes (by ack time) and inconsistent offsets
+    (by earliest ack at that offset) attributed to the partition's first
+    unclean election after them. Order (partition, index)."""
+    elect = elections(run)
+    for e in elect:
+        e["lost_writes"] = e["inconsistent_offsets"] = 0
+    for m in lost_messages(run)[0]:
+        e = attribute(elect, m.partition, m.op.time)
+        if e:
+            e["lost_writes"] += 1
+    first_ack: dict[tuple[int, int], int] = {}
+    for m in run.acks:
+        k = (m.partition, m.offset)
+        first_ack[k] = min(first_ack.get(k, m.op.time), m.op.time)
+    values = Counter((p, o) for p, o, _ in run.pov)
+    for (p, o), n in values.items():
+        if n > 1 and (p, o) in first_ack:
+            e = attribute(elect, p, first_ack[(p, o)])
+            if e:
+                e["inconsistent_offsets"] += 1
+    items = []
+    for e in elect:
+        ids = e.pop("_ids")
+        extra = {k: e[k] for k in ("from_leader", "to_leader", "epoch", "last_isr",
+                                   "lost_writes", "inconsistent_offsets")}
+        items.append(((e["partition"], e["index"]), Witness(e["partition"], [], [], ids, anchor=ids[1],
+                                                            extra=extra)))
+    run.elections = sorted(elect, key=lambda e: (e["partition"], e["index"]))
+    return {"unclean-election": _finding(items, settings)}
+
+
+def stats(run: Run) -> dict[str, Any]:
+    """Op counts, availability per second, acknowledged/read values, drain,
+    and realtime lag: per non-drain ok poll and partition, at the poll's last
+    read of it (the consumer's position), how long before the poll was invoked
+    an ack at a higher offset existed (0 if none)."""
+    ops: dict[str, dict[str, int]] = {}
+    for o in run.ops:
+        ops.setdefault(o.f, {"ok": 0, "fail": 0, "info": 0})[o.type] += 1
+    avail = Counter((o.time // NS, o.type) for o in run.ops if o.client and o.time is not None)
+    first_ack: dict[int, list[tuple[int, int]]] = defaultdict(list)
+    for m in run.acks:
+        first_ack[m.partition].append((m.offset, m.op.time))
+    suffix: dict[int, tuple[list[int], list[int]]] = {}
+    for p, acks in first_ack.items():
+        acks.sort()
+        offs = [o for o, _ in acks]
+        mins, best = [0] * len(acks), None
+        for i in range(len(acks) - 1, -1, -1):
+            best = acks[i][1] if best is None else min(best, acks[i][1])
+            mins[i] = best
+        suffix[p] = (offs, mins)
+    lags = []
+    for op in run.polls:
+        if op.type != "ok" or op.drain:
+            continue
+        last: dict[int, int] = {}
+        for p, o, _ in op.messages:
+            last[p] = o                  # the consumer's position after this poll
+        for p, o in last.items():
+            offs, mins = suffix.get(p, ([], []))
+            k = bisect.bisect_right(offs, o)
+            lags.append(max(0, op.invoke_time - mins[k]) if k < len(offs) else 0)
+    lags.sort()
+    ok_parts = {m.partition for m in run.ok_msgs}
+    return {
+        "ops": ops,
+        "acknowledged": len({(m.partition, m.value) for m in run.ok_msgs}),
+        "read": len(run.first_read),
+        "drain_complete": run.drain_all_ok and ok_parts <= run.drain_parts,
+        "availability_counts": dict(avail),
+        "realtime_lag": lag_summary(*(
+            (percentile(lags, 0.5), percentile(lags, 0.99), float(lags[-1])) if lags else (None,) * 3)),
+    }
+
+
+CHECKS: dict[str, Callable[[Run, Settings], Result]] = {
+    "offsets": check_offsets,
+    "nonlinearizable": check_nonlinearizable,
+    "send-order": check_nonmonotonic_send,
+    "poll-order": check_polls,
+    "lost": check_lost,
+    "phantom": check_phantom,
+    "elections": check_elections,
+}
+TYPES_OF = {
+    "offsets": ("inconsistent-offset", "duplicate"),
+    "nonlinearizable": ("nonlinearizable-offset",),
+    "send-order": ("nonmonotonic-send",),
+    "poll-order": ("nonmonotonic-poll", "poll-skip"),
+    "lost": ("lost-write", "unseen"),
+    "phantom": ("phantom-write",),
+    "elections": ("unclean-election",),
+}
+
+
+def analyze(ops: list[PairedOp], settings: Settings) -> RunFindings:
+    """Run every check; a check that raises marks its anomaly types with the error."""
+    run = Run(ops)
+    anomalies: dict[str, Finding] = {}
+    errors = []
+    for name, fn in CHECKS.items():
+        try:
+            anomalies.update(fn(run, settings))
+        except Exception as e:  # noqa: BLE001 - a crash must give "unknown", never a pass
+            msg = f"{name}: {type(e).__name__}: {e}"
+            errors.append(msg)
+            log.exception("checker %s crashed", name)
+            for t in TYPES_OF[name]:
+                anomalies[t] = Finding(error=msg)
+    try:
+        st = stats(run)
+    except Exception as e:  # noqa: BLE001
+        errors.append(f"stats: {type(e).__name__}: {e}")
+        st = {}
+    if "availability_counts" in st:
+        st["availability"] = availability(st.pop("availability_counts"))
+    ids = {i for f in anomalies.values() for w in f.witnesses for i in w.op_ids}
+    return RunFindings(
+        anomalies=anomalies, stats=st, elections=run.elections, mode=run.mode,
+        has_ok_send=any(o.type == "ok" for o in run.sends), errors=errors,
+        op_rows={i: run.by_id[i].to_row() for i in ids if i in run.by_id},
+        control_rows=[o.to_row() for o in run.ops if not o.client],
+    )

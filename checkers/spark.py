@@ -1,0 +1,182 @@
+"""The Spark engine: history.parquet (one run or many) -> RunFindings per run.
+
+Five jobs: op statistics; the control ops (nemesis, sampler, assign/subscribe,
+drain); unclean elections over the samples; the per-partition pass over every
+message (spark_partition.py, after one shuffle by (run, partition)); the ops
+the witnesses name. A failing job or check marks the anomaly types it decides
+with the error, for every run; the rest still report.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from .common import Finding, RunFindings, Settings, Witness, availability, lag_summary, percentile
+from .result import ANOMALY_TYPES
+from .spark_frames import control, partition_results, read_ops, witness_ops
+from .spark_partition import ALL_TYPES, CHECKS, Context
+from .spark_stats import election_findings, elections, op_stats
+
+log = logging.getLogger(__name__)
+
+SMALL = 200_000   # rows: below this, one shuffle partition (task overhead dominates)
+
+
+def _err(name: str, e: BaseException | str) -> str:
+    if isinstance(e, str):
+        return f"{name}: {e}"
+    text = str(e).strip().splitlines()
+    return f"{name}: {type(e).__name__}: {text[0][:300] if text else ''}"
+
+
+def _rows(path: str) -> int:
+    p = Path(path)
+    files = sorted(p.rglob("*.parquet")) if p.is_dir() else [p]
+    return sum(pq.read_metadata(f).num_rows for f in files)
+
+
+def analyze_runs(spark: Any, parquet_path: str, settings: Settings) -> dict[int, RunFindings]:
+    """Check every run in the file; a run id with no ops is absent from the result."""
+    key = "spark.sql.shuffle.partitions"
+    saved = spark.conf.get(key)
+    if _rows(parquet_path) < SMALL:
+        spark.conf.set(key, "1")
+    try:
+        return _analyze(spark, read_ops(spark, parquet_path), settings)
+    finally:
+        spark.conf.set(key, saved)
+
+
+class _Runs:
+    """Per-run accumulation of findings and errors."""
+
+    def __init__(self, runs: dict[int, dict[str, Any]]):
+        self.base = runs
+        self.found: dict[int, dict[str, Finding]] = {r: {} for r in runs}
+        self.errors: dict[int, list[str]] = {r: [] for r in runs}
+
+    def fail(self, msg: str, types: tuple[str, ...], runs: Any = None) -> None:
+        for r in (self.base if runs is None else runs):
+            if r not in self.found:
+                continue
+            if msg not in self.errors[r]:
+                self.errors[r].append(msg)
+            for t in types:
+                self.found[r][t] = Finding(error=msg)
+
+
+def _analyze(spark: Any, ops: Any, settings: Settings) -> dict[int, RunFindings]:
+    k = settings.max_witnesses
+    acc = _Runs(op_stats(ops))
+    ctl = control(ops)
+    ctx = Context(k=k)
+    resets: dict[tuple[int, int], list[int]] = defaultdict(list)
+    drain_parts: dict[int, set[int]] = defaultdict(set)
+    for r in ctl:
+        if r["role"] == "client" and r["f"] in ("assign", "subscribe") and r["type"] in ("ok", "info"):
+            resets[(r["run"], r["process"])].append(r["invoke_index"])
+        if r["role"] == "client" and r["f"] == "poll" and r["drain"] and r["type"] == "ok":
+            drain_parts[r["run"]].update(r["partitions"] or [])
+    ctx.resets = {key: np.array(sorted(v), np.int64) for key, v in resets.items()}
+    for run, base in acc.base.items():
+        if base["drains"] and base["drains"] == base["drains_ok"]:
+            ctx.drained |= {(run, p) for p in drain_parts[run]}
+
+    found_el: list[dict[str, Any]] = []
+    try:
+        found_el = elections(ops)
+        by_p: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
+        for e in found_el:
+            by_p[(e["run"], e["partition"])].append((e["time"], e["index"]))
+        ctx.elections = {key: (np.array([t for t, _ in sorted(v)], np.int64),
+                               np.array([i for _, i in sorted(v)], np.int64)) for key, v in by_p.items()}
+    except Exception as e:  # noqa: BLE001 - a crash must give "unknown", never a pass
+        log.error("elections crashed: %s", _err("elections", e))
+        acc.fail(_err("elections", e), ("unclean-election",))
+
+    counts: dict[tuple[int, str], int] = defaultdict(int)
+    wits: dict[tuple[int, str], list[tuple[list[int], Witness]]] = defaultdict(list)
+    stat: dict[tuple[int, str], int] = defaultdict(int)
+    lags: dict[int, list[np.ndarray]] = defaultdict(list)
+    attributed: dict[tuple, int] = defaultdict(int)
+    part_errors: list[tuple[int, str, str]] = []
+    ok_parts: dict[int, set[int]] = defaultdict(set)      # partitions with an acknowledged value
+    try:
+        rows = partition_results(ops, ctx)
+    except Exception as e:  # noqa: BLE001
+        log.error("partition pass crashed: %s", _err("messages", e))
+        acc.fail(_err("messages", e), ALL_TYPES + ("unclean-election",))
+        rows = None
+    for row in rows or []:
+        run, what, typ = row["run"], row["what"], row["type"]
+        if what == "count":
+            counts[(run, typ)] += row["n"]
+        elif what == "witness":
+            w = Witness(row["partition"], list(row["offsets"]), list(row["values"]), list(row["ids"]),
+                        row["anchor"], json.loads(row["extra"]) if row["extra"] else {})
+            wits[(run, typ)].append((list(row["key"]), w))
+        elif what == "stat":
+            stat[(run, typ)] += row["n"]
+            if typ == "acknowledged" and row["n"] > 0:
+                ok_parts[run].add(row["partition"])
+        elif what == "lag":
+            lags[run].append(np.frombuffer(row["blob"], np.int64))
+        elif what == "elect":
+            attributed[(run, row["partition"], row["key"][0], typ)] += row["n"]
+        elif what == "error":
+            part_errors.append((run, typ, row["extra"]))
+    if rows is not None:
+        for run in acc.base:
+            for t in ALL_TYPES:
+                items = sorted(wits.get((run, t), []), key=lambda kw: kw[0])
+                acc.found[run][t] = Finding(count=counts.get((run, t), 0), witnesses=[w for _, w in items[:k]])
+    for run, name, text in part_errors:
+        types = CHECKS[name][1] if name in CHECKS else ALL_TYPES + ("unclean-election",)
+        acc.fail(_err(name, text), types, [run])
+
+    el_found, el_lists = election_findings(found_el, attributed, k)
+    for run in acc.base:
+        if "unclean-election" not in acc.found[run]:
+            acc.found[run]["unclean-election"] = el_found.get(run, Finding())
+
+    wanted = {(r, i) for r, fs in acc.found.items() for f in fs.values() for w in f.witnesses for i in w.op_ids}
+    op_rows: dict[int, dict[int, dict]] = defaultdict(dict)
+    try:
+        for d in witness_ops(ops, wanted):
+            op_rows[d["run"]][d["invoke_index"]] = d
+    except Exception as e:  # noqa: BLE001
+        log.error("witness ops crashed: %s", _err("witness ops", e))
+        acc.fail(_err("witness ops", e), ())
+    control_rows: dict[int, list[dict]] = defaultdict(list)
+    for r in ctl:
+        if r["role"] != "client":
+            control_rows[r["run"]].append(r)
+
+    out = {}
+    for run, base in acc.base.items():
+        lag = np.sort(np.concatenate(lags[run])) if lags.get(run) else np.zeros(0, np.int64)
+        lag_list = lag.astype(float).tolist()
+        drain_ok = bool(base["drains"]) and base["drains"] == base["drains_ok"]
+        out[run] = RunFindings(
+            anomalies=acc.found[run],
+            stats={
+                "ops": base["ops"],
+                "acknowledged": stat.get((run, "acknowledged"), 0),
+                "read": stat.get((run, "read"), 0),
+                "drain_complete": drain_ok and all((run, p) in ctx.drained for p in ok_parts[run]),
+                "availability": availability(dict(base["avail"])),
+                "realtime_lag": lag_summary(*((percentile(lag_list, 0.5), percentile(lag_list, 0.99),
+                                               lag_list[-1]) if lag_list else (None,) * 3)),
+            },
+            elections=el_lists.get(run, []), mode=base["mode"], has_ok_send=base["has_ok_send"],
+            errors=acc.errors[run], op_rows=op_rows[run], control_rows=control_rows[run])
+    return out
+
+
+__all__ = ["ANOMALY_TYPES", "analyze_runs"]

@@ -1,0 +1,130 @@
+"""The Spark engine's passes over history.parquet.
+
+* ``op_stats`` (spark_stats.py): one aggregation over the ops.
+* ``control``: the few rows the driver needs whole: nemesis and sampler ops,
+  assign/subscribe ops (chain resets), drain polls (is the drain complete).
+* ``messages`` -> ``applyInArrow``: the messages of every client send and ok
+  poll, one row per (op, partition), grouped by (run, partition): one shuffle,
+  then one vectorised pass per Kafka partition (spark_partition.py). Output is small: counts, the first
+  witnesses, lag samples.
+* ``witness_ops``: the ops the witnesses name, by id (row groups pruned by the
+  id filter: the file is written in history order).
+
+A ``run`` column lets one pass check many histories (tests do); a single
+history is run 0.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from .spark_partition import (DRAIN_READ_OP, FAIL_SEND_OP, INFO_SEND_OP, OK_SEND_OP, OUT_DDL, READ_OP, Context,
+                              analyze_group)
+
+
+
+def _client() -> Any:
+    return F.col("role") == "client"
+
+
+NO_MESSAGES = ["run", "invoke_index", "index", "invoke_time", "time", "process", "role", "type", "f",
+               "drain", "error", "node", "partitions", "sample", "controller", "fault", "value"]
+
+
+def read_ops(spark: SparkSession, path: str) -> DataFrame:
+    df = spark.read.parquet(str(path))
+    if "run" not in df.columns:
+        df = df.withColumn("run", F.lit(0).cast("int"))
+    return df
+
+
+def control(ops: DataFrame) -> list[dict[str, Any]]:
+    """Non-client ops in full; assign/subscribe and drain polls without values
+    (a drain poll's value is a large JSON of everything it read)."""
+    client = _client()
+    wanted = ~client | F.col("f").isin("assign", "subscribe") | F.coalesce(F.col("drain"), F.lit(False))
+    cols = [F.when(~client, F.col(c)).alias(c) if c in ("value", "sample") else F.col(c) for c in NO_MESSAGES]
+    return [r.asDict(recursive=True) for r in ops.filter(wanted).select(*cols).collect()]
+
+
+def messages(ops: DataFrame) -> DataFrame:
+    """One row per (op, partition) of client sends and ok polls, the offsets and
+    values of that partition's messages as lists: op fields are not repeated per
+    message, which is most of the cost of shipping rows to Python. The writer
+    records where each partition's run of messages starts (``partition_starts``),
+    so an op is cut into its partitions with slices; an op whose messages are
+    not grouped by partition (rare) is split one message a row. ``pos0``: the
+    position in the op of the row's first message."""
+    is_send = F.col("f") == "send"
+    if "partition_starts" not in ops.columns:
+        ops = ops.withColumn("partition_starts", F.lit(None).cast("array<int>"))
+    src = ops.filter(_client() & (is_send | ((F.col("f") == "poll") & (F.col("type") == "ok")))
+                     & (F.size("messages") > 0))
+    op_kind = (F.when(~is_send & F.coalesce(F.col("drain"), F.lit(False)), F.lit(DRAIN_READ_OP))
+               .when(~is_send, F.lit(READ_OP))
+               .when(F.col("type") == "ok", F.lit(OK_SEND_OP))
+               .when(F.col("type") == "fail", F.lit(FAIL_SEND_OP))
+               .otherwise(F.lit(INFO_SEND_OP)))
+    src = src.select("run", F.col("invoke_index").alias("id"), F.col("process").cast("int").alias("process"),
+                     op_kind.cast("byte").alias("kind"), F.col("invoke_time").alias("t_inv"),
+                     F.col("time").alias("t_done"), "messages", "partitions", "partition_starts")
+    common = ["run", "partition", "id", "process", "kind", "t_inv", "t_done", "pos0", "offsets", "values"]
+    grouped = F.col("partition_starts").isNotNull() & (F.size("partition_starts") == F.size("partitions"))
+    one = grouped & (F.size("partitions") == 1)
+    single = (src.filter(one)
+              .select("*", F.col("partitions")[0].alias("partition"), F.lit(0).alias("pos0"),
+                      F.col("messages.offset").alias("offsets"), F.col("messages.value").alias("values"))
+              .select(*common))
+    ends = F.concat(F.slice("partition_starts", 2, F.size("partition_starts")),
+                    F.array(F.size("messages")))
+    sliced = (src.filter(grouped & ~one)
+              .select("*", F.explode(F.arrays_zip(F.col("partitions").alias("p"),
+                                                  F.col("partition_starts").alias("s"),
+                                                  ends.alias("e"))).alias("z"))
+              .filter(F.col("z.e") > F.col("z.s"))
+              .select("*", F.col("z.p").alias("partition"), F.col("z.s").alias("pos0"),
+                      F.slice("messages.offset", F.col("z.s") + 1, F.col("z.e") - F.col("z.s")).alias("offsets"),
+                      F.slice("messages.value", F.col("z.s") + 1, F.col("z.e") - F.col("z.s")).alias("values"))
+              .select(*common))
+    split = (src.filter(~grouped)
+             .select("*", F.posexplode("messages").alias("pos0", "m"))
+             .select("*", F.col("m.partition").alias("partition"), F.array("m.offset").alias("offsets"),
+                     F.array("m.value").alias("values"))
+             .select(*common))
+    return single.unionByName(sliced).unionByName(split)
+
+
+def apply_in_arrow(df: DataFrame, keys: list[str], fn: Any, schema: str) -> DataFrame:
+    """``df.groupBy(keys).applyInArrow(fn, schema)``, without pandas.
+
+    PySpark 4.3's applyInArrow builds its UDF through pandas_udf, which demands
+    pandas although the Arrow path never touches it; pandas is not a kchaos
+    dependency, so without it the same UDF is built one level down."""
+    try:
+        import pandas  # noqa: F401
+        return df.groupBy(*keys).applyInArrow(fn, schema)
+    except ImportError:
+        pass
+    from pyspark.sql.pandas.functions import vectorized_udf
+    from pyspark.util import PythonEvalType
+
+    udf = vectorized_udf(fn, schema, PythonEvalType.SQL_GROUPED_MAP_ARROW_UDF, "pandas")
+    jdf = df.groupBy(*keys)._jgd.flatMapGroupsInArrow(udf(*[df[c] for c in df.columns])._jc)
+    return DataFrame(jdf, df.sparkSession)
+
+
+def partition_results(ops: DataFrame, ctx: Context) -> list[Any]:
+    """The per-partition pass; returns its (small) output rows."""
+    def fn(key: Any, table: Any) -> Any:
+        return analyze_group(key, table, ctx)
+    return apply_in_arrow(messages(ops), ["run", "partition"], fn, OUT_DDL).collect()
+
+
+def witness_ops(ops: DataFrame, wanted: set[tuple[int, int]]) -> list[dict[str, Any]]:
+    if not wanted:
+        return []
+    ids = sorted({i for _, i in wanted})
+    rows = ops.filter(F.col("invoke_index").isin(ids)).select(*NO_MESSAGES).collect()
+    return [d for d in (r.asDict(recursive=True) for r in rows) if (d["run"], d["invoke_index"]) in wanted]

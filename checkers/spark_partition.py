@@ -1,0 +1,344 @@
+"""One Kafka partition's log, checked in one vectorised pass (numpy).
+
+The Spark engine hands each (run, partition) group of messages to
+``analyze_group`` through ``applyInArrow``. Why not Spark SQL windows: the
+checks are ordered scans of a log (previous read of a consumer, earliest ack at
+or above an offset, dense rank of known offsets), and Spark's WindowExec runs
+about a million rows per second per window function on this machine, so the
+SQL formulation cost ~30x a bare scan. numpy sorts and cumulative minima on a
+partition's arrays cost a few times a scan. Every definition here is
+reference.py's, per partition; the witness orders are the same.
+
+Output rows (``OUT_SCHEMA``): ``what`` is "count" (n violations of ``type``),
+"witness" (one of the first k witnesses of ``type`` in this partition), "stat"
+(``type`` acknowledged / read, n), "lag" (``blob``: the realtime-lag samples,
+int64 ns) or "elect" (``type`` lost / inc: n attributed to the election with
+index key[0]).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+# per message
+ACK, OK_NO_OFFSET, FAIL, INFO, READ = 0, 1, 2, 3, 4
+# per (op, partition) row from Spark
+OK_SEND_OP, FAIL_SEND_OP, INFO_SEND_OP, READ_OP, DRAIN_READ_OP = 0, 2, 3, 4, 5
+SKIPPED_LIMIT = 10
+
+OUT_SCHEMA = pa.schema([
+    ("what", pa.string()), ("type", pa.string()), ("run", pa.int32()), ("partition", pa.int32()),
+    ("n", pa.int64()), ("key", pa.list_(pa.int64())), ("offsets", pa.list_(pa.int64())),
+    ("values", pa.list_(pa.int64())), ("ids", pa.list_(pa.int64())), ("anchor", pa.int64()),
+    ("extra", pa.string()), ("blob", pa.binary()),
+])
+OUT_DDL = ("what string, type string, run int, partition int, n bigint, key array<bigint>, "
+           "offsets array<bigint>, values array<bigint>, ids array<bigint>, anchor bigint, "
+           "extra string, blob binary")
+
+
+@dataclass
+class Context:
+    """What a partition needs from the rest of the history (small; shipped to workers)."""
+    k: int
+    resets: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)   # (run, process) -> sorted ids
+    drained: set[tuple[int, int]] = field(default_factory=set)                 # (run, partition)
+    elections: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+
+
+def _np(col: pa.ChunkedArray | pa.Array, fill: int = 0) -> np.ndarray:
+    return pc.fill_null(col, fill).to_numpy() if col.null_count else col.to_numpy()
+
+
+def _groups(sorted_keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end indexes of runs of equal key tuples in sorted arrays."""
+    n = len(sorted_keys[0])
+    if n == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    change = np.zeros(n, bool)
+    change[0] = True
+    for k in sorted_keys:
+        change[1:] |= k[1:] != k[:-1]
+    starts = np.flatnonzero(change)
+    return starts, np.append(starts[1:], n)
+
+
+def _first_k(keys: list[np.ndarray], k: int) -> np.ndarray:
+    """Indexes of the k least rows by the key tuple (first key most significant)."""
+    if len(keys[0]) == 0:
+        return np.zeros(0, np.int64)
+    return np.lexsort(tuple(reversed(keys)))[:k]
+
+
+class Out:
+    def __init__(self, run: int, partition: int):
+        self.run, self.partition = run, partition
+        self.rows: list[dict[str, Any]] = []
+
+    def count(self, typ: str, n: int) -> None:
+        self.rows.append({"what": "count", "type": typ, "n": int(n)})
+
+    def witness(self, typ: str, key: list, offsets: list, values: list, ids: list,
+                anchor: int | None = None, extra: dict | None = None) -> None:
+        self.rows.append({"what": "witness", "type": typ, "key": [int(x) for x in key],
+                          "offsets": [int(x) for x in offsets], "values": [int(x) for x in values],
+                          "ids": [int(x) for x in ids], "anchor": None if anchor is None else int(anchor),
+                          "extra": json.dumps(extra) if extra else None})
+
+    def table(self) -> pa.Table:
+        for r in self.rows:
+            r["run"], r["partition"] = self.run, self.partition
+        return pa.Table.from_pylist(self.rows, schema=OUT_SCHEMA)
+
+
+class Log:
+    """One (run, partition): its messages as arrays, and the indexes the checks share."""
+
+    def __init__(self, run: int, partition: int, t: pa.Table, ctx: Context):
+        self.ctx, self.k = ctx, ctx.k
+        self.run, self.p = run, partition
+        self.out = Out(self.run, self.p)
+        # flatten the (op, partition) rows into one entry per message
+        n = pc.list_value_length(t["offsets"]).to_numpy(zero_copy_only=False).astype(np.int64)
+        def rep(name: str, fill: int = 0) -> np.ndarray:
+            return np.repeat(_np(t[name], fill), n)
+        offs = pc.list_flatten(t["offsets"])
+        self.has_off = (offs.is_valid().to_numpy(zero_copy_only=False) if offs.null_count
+                        else np.ones(len(offs), bool))
+        self.off, self.val = _np(offs), _np(pc.list_flatten(t["values"]))
+        starts = np.cumsum(n) - n
+        self.pos = rep("pos0").astype(np.int64) + np.arange(int(n.sum())) - np.repeat(starts, n)
+        self.ids, self.proc = rep("id"), rep("process", -1).astype(np.int64)
+        self.t_inv, self.t_done = rep("t_inv"), rep("t_done", -1)
+        op_kind = rep("kind").astype(np.int8)
+        self.drain = op_kind == DRAIN_READ_OP
+        kind = np.where(op_kind >= READ_OP, READ, op_kind).astype(np.int8)
+        kind[(op_kind == OK_SEND_OP) & ~self.has_off] = OK_NO_OFFSET
+        self.kind = kind
+        self.ack, self.read = kind == ACK, kind == READ
+        obs = self.ack | self.read
+        self.known = np.unique(self.off[obs])
+        # reads by value: first reader, lowest offset read; highest offset read and its first reader
+        rv, ro, rid = self.val[self.read], self.off[self.read], self.ids[self.read]
+        order = np.argsort(rv, kind="stable")
+        gs, _ = _groups([rv[order]])
+        self.read_vals = rv[order][gs]
+        self.first_reader = np.minimum.reduceat(rid[order], gs) if len(gs) else np.zeros(0, np.int64)
+        self.low_off = np.minimum.reduceat(ro[order], gs) if len(gs) else np.zeros(0, np.int64)
+        self.max_off = int(ro.max()) if len(ro) else None
+        self.max_reader = int(rid[ro == self.max_off].min()) if len(ro) else None
+        self.lost_t = np.zeros(0, np.int64)          # ack times of lost writes (for attribution)
+        self.inc_offsets = np.zeros(0, np.int64)
+
+    def offsets(self) -> None:
+        """inconsistent-offset, order (partition, offset); duplicate, order (partition, value)."""
+        obs = self.ack | self.read
+        oo, ov, oid = self.off[obs], self.val[obs], self.ids[obs]
+        order = np.lexsort((oid, ov, oo))
+        s, _ = _groups([oo[order], ov[order]])
+        pov_o, pov_v, pov_first = oo[order][s], ov[order][s], oid[order][s]
+        p, k, out = self.p, self.k, self.out
+        gs, ge = _groups([pov_o])
+        bad = np.flatnonzero(ge - gs > 1)
+        out.count("inconsistent-offset", len(bad))
+        for g in bad[:k]:
+            out.witness("inconsistent-offset", [p, pov_o[gs[g]]], [pov_o[gs[g]]], pov_v[gs[g]:ge[g]],
+                        pov_first[gs[g]:ge[g]])
+        self.inc_offsets = pov_o[gs[bad]]
+        o2 = np.lexsort((pov_o, pov_v))
+        dv, do, df = pov_v[o2], pov_o[o2], pov_first[o2]
+        gs, ge = _groups([dv])
+        bad = np.flatnonzero(ge - gs > 1)
+        out.count("duplicate", len(bad))
+        for g in bad[:k]:
+            out.witness("duplicate", [p, dv[gs[g]]], do[gs[g]:ge[g]], [dv[gs[g]]], df[gs[g]:ge[g]])
+
+    def lost(self) -> None:
+        """lost-write / unseen: ok sends never read; order (partition, value, op, position)."""
+        okm = (self.kind == ACK) | (self.kind == OK_NO_OFFSET)
+        kv, ko, kho, kid, kpos = self.val[okm], self.off[okm], self.has_off[okm], self.ids[okm], self.pos[okm]
+        unread = ~np.isin(kv, self.read_vals)
+        dc = (self.run, self.p) in self.ctx.drained
+        reached = kho & (ko <= self.max_off) if self.max_off is not None else np.zeros(len(kv), bool)
+        lost = unread & (dc | reached)
+        extra = {"max_read_offset": self.max_off, "drain_complete": dc}
+        for typ, mask in (("lost-write", lost), ("unseen", unread & ~(dc | reached))):
+            idx = np.flatnonzero(mask)
+            self.out.count(typ, len(idx))
+            for i in idx[_first_k([kv[idx], kid[idx], kpos[idx]], self.k)]:
+                wids = [kid[i]] + ([self.max_reader] if typ == "lost-write" and self.max_reader is not None
+                                   else [])
+                self.out.witness(typ, [self.p, kv[i], kid[i], kpos[i]], [ko[i]] if kho[i] else [], [kv[i]],
+                                 wids, extra=extra)
+        self.lost_t = self.t_done[okm][lost]
+        self.out.rows.append({"what": "stat", "type": "acknowledged", "n": int(len(np.unique(kv)))})
+        self.out.rows.append({"what": "stat", "type": "read", "n": int(len(self.read_vals))})
+
+    def phantom(self) -> None:
+        """Failed sends whose value was read; order (partition, value, op, position)."""
+        fm = self.kind == FAIL
+        fv, fid, fpos = self.val[fm], self.ids[fm], self.pos[fm]
+        rv = self.read_vals
+        j = np.searchsorted(rv, fv)
+        hit = (j < len(rv)) & (rv[np.minimum(j, len(rv) - 1)] == fv) if len(rv) else np.zeros(len(fv), bool)
+        idx = np.flatnonzero(hit)
+        self.out.count("phantom-write", len(idx))
+        for i in idx[_first_k([fv[idx], fid[idx], fpos[idx]], self.k)]:
+            self.out.witness("phantom-write", [self.p, fv[i], fid[i], fpos[i]], [self.low_off[j[i]]], [fv[i]],
+                             [fid[i], self.first_reader[j[i]]])
+
+    def acks(self) -> None:
+        a = self.ack
+        _acks(self.out, self.p, self.off[a], self.val[a], self.ids[a], self.pos[a], self.proc[a],
+              self.t_inv[a], self.t_done[a], self.k)
+
+    def lag(self) -> None:
+        _lag(self.out, self.off[self.ack], self.t_done[self.ack], self.read & ~self.drain, self.off,
+             self.ids, self.pos, self.t_inv)
+
+    def polls(self) -> None:
+        _polls(self.out, self.ctx, self.run, self.p, self.read, self.off, self.val, self.ids, self.pos,
+               self.proc, self.drain, self.known, self.k)
+
+    def attribution(self) -> None:
+        _attribute(self.out, self.ctx, self.run, self.p, self.lost_t, self.inc_offsets,
+                   self.off[self.ack], self.t_done[self.ack])
+
+
+# name -> (method, anomaly types it decides); in order (attribution needs offsets, lost)
+CHECKS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "offsets": ("offsets", ("inconsistent-offset", "duplicate")),
+    "lost": ("lost", ("lost-write", "unseen")),
+    "phantom": ("phantom", ("phantom-write",)),
+    "acks": ("acks", ("nonlinearizable-offset", "nonmonotonic-send")),
+    "polls": ("polls", ("nonmonotonic-poll", "poll-skip")),
+    "lag": ("lag", ()),
+    "attribution": ("attribution", ("unclean-election",)),
+}
+ALL_TYPES = tuple(t for _, ts in CHECKS.values() for t in ts if t != "unclean-election")
+
+
+def analyze_group(key: tuple, t: pa.Table, ctx: Context) -> pa.Table:
+    """All message-level checks for one (run, partition) (``key``, as Arrow
+    scalars). A check that raises reports an "error" row instead, and the
+    others still run."""
+    run, partition = int(key[0].as_py()), int(key[1].as_py())
+    try:
+        log = Log(run, partition, t, ctx)
+    except Exception as e:  # noqa: BLE001 - reported, never a pass
+        out = Out(run, partition)
+        out.rows.append({"what": "error", "type": "partition", "extra": f"{type(e).__name__}: {e}"})
+        return out.table()
+    for name, (method, _) in CHECKS.items():
+        mark = len(log.out.rows)
+        try:
+            getattr(log, method)()
+        except Exception as e:  # noqa: BLE001
+            del log.out.rows[mark:]
+            log.out.rows.append({"what": "error", "type": name, "extra": f"{type(e).__name__}: {e}"})
+    return log.out.table()
+
+
+def _acks(out: Out, p: int, ao: np.ndarray, av: np.ndarray, aid: np.ndarray, apos: np.ndarray,
+          aproc: np.ndarray, ainv: np.ndarray, at: np.ndarray, k: int) -> None:
+    """nonlinearizable-offset and nonmonotonic-send; order (partition, op, position)."""
+    # earliest completion among acks at or above each ack's offset
+    desc = np.argsort(-ao, kind="stable")
+    cm = np.minimum.accumulate(at[desc]) if len(desc) else at
+    gs, ge = _groups([ao[desc]])
+    first_t = np.empty(len(ao), np.int64)
+    first_t[desc] = np.repeat(cm[ge - 1], ge - gs)
+    idx = np.flatnonzero(first_t < ainv)
+    out.count("nonlinearizable-offset", len(idx))
+    for i in idx[_first_k([aid[idx], apos[idx]], k)]:
+        cand = np.flatnonzero((ao >= ao[i]) & (at == first_t[i]))
+        a = cand[np.lexsort((av[cand], ao[cand], aid[cand]))[0]]
+        out.witness("nonlinearizable-offset", [p, aid[i], apos[i]], [ao[a], ao[i]], [av[a], av[i]],
+                    [aid[a], aid[i]], anchor=aid[i])
+    # successive acks of one process
+    order = np.lexsort((apos, aid, aproc))
+    so, sproc = ao[order], aproc[order]
+    same = sproc[1:] == sproc[:-1]
+    prev = np.flatnonzero(same & (so[1:] <= so[:-1]))
+    out.count("nonmonotonic-send", len(prev))
+    cur = order[prev + 1]
+    pr = order[prev]
+    for j in _first_k([aid[cur], apos[cur]], k):
+        c, q = cur[j], pr[j]
+        out.witness("nonmonotonic-send", [p, aid[c], apos[c]], [ao[q], ao[c]], [av[q], av[c]],
+                    [aid[q], aid[c]], anchor=aid[c])
+
+
+def _lag(out: Out, ao: np.ndarray, at: np.ndarray, lagm: np.ndarray, off: np.ndarray, ids: np.ndarray,
+         pos: np.ndarray, t_inv: np.ndarray) -> None:
+    """Realtime lag at each non-drain poll's last read of the partition."""
+    li = np.flatnonzero(lagm)
+    order = li[np.lexsort((pos[li], ids[li]))]
+    last = order[np.append(ids[order][1:] != ids[order][:-1], True)] if len(order) else order
+    asc = np.argsort(ao, kind="stable")
+    ao_s, at_s = ao[asc], at[asc]
+    suffix = np.minimum.accumulate(at_s[::-1])[::-1] if len(at_s) else at_s
+    j = np.searchsorted(ao_s, off[last], side="right")
+    has = j < len(ao_s)
+    e = np.where(has, suffix[np.minimum(j, max(len(suffix) - 1, 0))] if len(suffix) else 0, 0)
+    lags = np.where(has, np.maximum(0, t_inv[last] - e), 0).astype(np.int64)
+    out.rows.append({"what": "lag", "blob": lags.tobytes()})
+
+
+def _polls(out: Out, ctx: Context, run: int, p: int, read: np.ndarray, off: np.ndarray, val: np.ndarray,
+           ids: np.ndarray, pos: np.ndarray, proc: np.ndarray, drain: np.ndarray, known: np.ndarray,
+           k: int) -> None:
+    """nonmonotonic-poll and poll-skip over each consumer's chain of reads
+    (drain reads a chain of their own; an assign/subscribe resets the chain)."""
+    ri = np.flatnonzero(read)
+    order = ri[np.lexsort((pos[ri], ids[ri], drain[ri], proc[ri]))]
+    if len(order) < 2:
+        out.count("nonmonotonic-poll", 0)
+        out.count("poll-skip", 0)
+        return
+    pr, cu = order[:-1], order[1:]
+    chained = (proc[pr] == proc[cu]) & (drain[pr] == drain[cu])
+    for q in np.unique(proc[cu][chained]):
+        resets = ctx.resets.get((run, int(q)))
+        if resets is None or not len(resets):
+            continue
+        m = chained & (proc[cu] == q)
+        between = np.searchsorted(resets, ids[cu][m], "left") - np.searchsorted(resets, ids[pr][m], "right")
+        chained[m] = between <= 0
+    rank_p, rank_c = np.searchsorted(known, off[pr]), np.searchsorted(known, off[cu])
+    back = chained & (off[cu] <= off[pr])
+    gap = rank_c - rank_p - 1
+    skip = chained & ~back & (gap > 0)
+    for typ, mask in (("nonmonotonic-poll", back), ("poll-skip", skip)):
+        idx = np.flatnonzero(mask)
+        out.count(typ, len(idx))
+        for i in idx[_first_k([ids[cu][idx], pos[cu][idx]], k)]:
+            a, b = pr[i], cu[i]
+            extra = None
+            if typ == "poll-skip":
+                lo = rank_p[i] + 1
+                extra = {"skipped": [int(x) for x in known[lo: lo + min(gap[i], SKIPPED_LIMIT)]],
+                         "skipped_count": int(gap[i])}
+            out.witness(typ, [p, ids[b], pos[b]], [off[a], off[b]], [val[a], val[b]], [ids[a], ids[b]],
+                        anchor=ids[b], extra=extra)
+
+
+def _attribute(out: Out, ctx: Context, run: int, p: int, lost_t: np.ndarray, inc_offsets: np.ndarray,
+               ao: np.ndarray, at: np.ndarray) -> None:
+    """Lost writes (by ack time) and inconsistent offsets (by earliest ack there)
+    to the partition's first unclean election strictly after them."""
+    el = ctx.elections.get((run, p))
+    if el is None:
+        return
+    e_time, e_index = el
+    inc_t = np.array([at[ao == o].min() for o in inc_offsets if (ao == o).any()], np.int64)
+    for typ, times in (("lost", lost_t), ("inc", inc_t)):
+        j = np.searchsorted(e_time, times, side="right")
+        j = j[j < len(e_time)]
+        for e, n in zip(*np.unique(e_index[j], return_counts=True)):
+            out.rows.append({"what": "elect", "type": typ, "key": [int(e)], "n": int(n)})

@@ -1,0 +1,344 @@
+"""One tiny hand-written history per anomaly (and per edge that matters), in
+both engines. The Spark side checks every case in one multi-run pass."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import pytest
+
+import checkers
+from checkers.load import write_parquet
+from checkers.model import pair_ops
+from checkers.result import ANOMALY_TYPES
+from chk_builder import History
+
+
+@dataclass
+class Case:
+    build: Callable[[], History]
+    expect: dict[str, int]
+    valid: Any
+    verify: Callable[[Any], None] | None = None
+    tags: list[str] = field(default_factory=list)
+
+
+def sends(h: History, proc: int, part: int, pairs: list[tuple[int, int | None]], type: str = "ok") -> None:
+    for value, offset in pairs:
+        h.send(proc, [(part, value, offset)], type=type)
+
+
+# ------------------------------------------------------------------ cases
+
+def clean() -> History:
+    h = History()
+    h.sample({0: (1, [1, 2]), 1: (2, [2, 1])})
+    sends(h, 0, 0, [(1, 0), (2, 1)])
+    sends(h, 1, 1, [(1, 0)])
+    h.sample({0: (2, [2, 1]), 1: (2, [2, 1])})      # a clean election: 2 was in the ISR
+    h.assign(5, [0, 1])
+    h.poll(5, {0: [(0, 1)], 1: []})
+    h.poll(5, {0: [(1, 2)], 1: [(0, 1)]})
+    h.assign(9, [0, 1])
+    h.poll(9, {0: [(0, 1), (1, 2)], 1: [(0, 1)]}, drain=True)
+    return h
+
+
+def inconsistent() -> History:
+    h = History()
+    sends(h, 0, 0, [(1, 0)])
+    h.poll(5, {0: [(0, 1)]})
+    h.poll(6, {0: [(0, 2)]})
+    return h
+
+
+def duplicate() -> History:
+    h = History()
+    sends(h, 0, 0, [(1, 0), (2, 1)])
+    h.poll(5, {0: [(0, 1), (1, 2)]})
+    h.poll(6, {0: [(2, 1)]})
+    return h
+
+
+def nonlinearizable() -> History:
+    h = History()
+    sends(h, 0, 0, [(1, 5)])
+    sends(h, 1, 0, [(2, 3)])
+    return h
+
+
+def concurrent_sends() -> History:
+    h = History()
+    h.add(0, "invoke", "send", [[0, 1, None]])
+    h.add(1, "invoke", "send", [[0, 2, None]])
+    h.add(0, "ok", "send", [[0, 1, 5]])
+    h.add(1, "ok", "send", [[0, 2, 3]])
+    return h
+
+
+def nonmonotonic_send() -> History:
+    h = History()
+    h.send(0, [(0, 1, 1), (0, 2, 0)])
+    return h
+
+
+def interleaved_send() -> History:
+    """Messages not grouped by partition: the Spark engine's one-row-per-message path."""
+    h = History()
+    h.send(0, [(0, 1, 1), (1, 1, 0), (0, 2, 0)])
+    h.poll(5, {0: [(0, 2), (1, 1)], 1: [(0, 1)]})
+    return h
+
+
+def nonmonotonic_poll(f: str = "assign") -> Callable[[], History]:
+    def build() -> History:
+        h = History()
+        sends(h, 0, 0, [(1, 0), (2, 1)])
+        h.assign(5, [0], f=f)
+        h.poll(5, {0: [(0, 1), (1, 2)]})
+        h.poll(5, {0: [(1, 2)]})
+        return h
+    return build
+
+
+def reassigned_rewind() -> History:
+    h = History()
+    sends(h, 0, 0, [(1, 0), (2, 1)])
+    h.assign(5, [0])
+    h.poll(5, {0: [(0, 1), (1, 2)]})
+    h.assign(5, [0])
+    h.poll(5, {0: [(0, 1)]})
+    h.poll(6, {0: [(0, 1)]})                         # another process: its own chain
+    return h
+
+
+def poll_skip(f: str = "assign", within: bool = False) -> Callable[[], History]:
+    def build() -> History:
+        h = History()
+        sends(h, 0, 0, [(1, 0), (2, 1), (3, 2)])
+        h.assign(5, [0], f=f)
+        if within:
+            h.poll(5, {0: [(0, 1), (2, 3)]})
+        else:
+            h.poll(5, {0: [(0, 1)]})
+            h.poll(5, {0: [(2, 3)]})
+        h.poll(6, {0: [(1, 2)]})
+        return h
+    return build
+
+
+def unknown_gap() -> History:
+    h = History()
+    sends(h, 0, 0, [(1, 0), (2, 2)])                 # offset 1: nothing known (a marker, say)
+    h.poll(5, {0: [(0, 1), (2, 2)]})
+    return h
+
+
+def lost_write() -> History:
+    h = History()
+    h.sample({0: (1, [1, 2, 3])})
+    h.nemesis("start-partition", {"nodes": ["n1"], "fault": 1})
+    h.nemesis("kill", {"nodes": ["n2"]})
+    sends(h, 0, 0, [(1, 0), (2, 1), (3, 2)])
+    h.nemesis("stop-partition", {"nodes": ["n1"], "fault": 1})
+    h.poll(5, {0: [(0, 1)]})
+    h.poll(6, {0: [(2, 3)]})
+    return h
+
+
+def lost_by_drain() -> History:
+    h = History()
+    sends(h, 0, 0, [(1, 0), (2, 1)])
+    h.send(0, [(0, 3, None)])                        # ok without an offset: lost once drained
+    h.assign(9, [0])
+    h.poll(9, {0: [(0, 1)]}, drain=True)
+    return h
+
+
+def unseen() -> History:
+    h = History()
+    sends(h, 0, 0, [(1, 0), (2, 1)])
+    h.poll(5, {0: [(0, 1)]})
+    return h
+
+
+def phantom() -> History:
+    h = History()
+    sends(h, 0, 0, [(1, 0)])
+    sends(h, 0, 0, [(5, None)], type="fail")
+    sends(h, 0, 0, [(6, None)], type="info")         # info may have happened: reading it is fine
+    h.poll(5, {0: [(0, 1), (1, 5), (2, 6)]})
+    return h
+
+
+def unclean() -> History:
+    h = History()
+    h.sample({0: (1, [1, 2])})
+    sends(h, 0, 0, [(1, 0), (2, 1)])
+    h.sample({0: (1, [1])})
+    h.sample({0: (None, [1])})
+    h.sample({0: (2, [2])}, epoch=3)
+    sends(h, 1, 0, [(3, 1)])
+    h.poll(9, {0: [(0, 1), (1, 3)]}, drain=True)
+    return h
+
+
+def no_ok_send() -> History:
+    h = History()
+    sends(h, 0, 0, [(1, None)], type="fail")
+    h.poll(5, {0: []})
+    return h
+
+
+# ---------------------------------------------------------- witness checks
+
+def w0(result: Any, typ: str) -> dict:
+    return result.anomalies[typ]["witnesses"][0]
+
+
+def v_inconsistent(r: Any) -> None:
+    w = w0(r, "inconsistent-offset")
+    assert (w["partition"], w["offsets"], w["values"]) == (0, [0], [1, 2])
+    assert [o["f"] for o in w["ops"]] == ["send", "poll"]
+
+
+def v_duplicate(r: Any) -> None:
+    w = w0(r, "duplicate")
+    assert (w["offsets"], w["values"]) == ([0, 2], [1])
+
+
+def v_nonlinearizable(r: Any) -> None:
+    w = w0(r, "nonlinearizable-offset")
+    assert (w["offsets"], w["values"]) == ([5, 3], [1, 2])
+    assert [o["process"] for o in w["ops"]] == [0, 1]
+
+
+def v_skip(r: Any) -> None:
+    w = w0(r, "poll-skip")
+    assert (w["offsets"], w["skipped"], w["skipped_count"]) == ([0, 2], [1], 1)
+
+
+def v_lost(r: Any) -> None:
+    w = w0(r, "lost-write")
+    assert (w["offsets"], w["values"], w["max_read_offset"]) == ([1], [2], 2)
+    assert [o["f"] for o in w["ops"]] == ["send", "poll"]
+    ctx = w["context"]
+    assert [f["f"] for f in ctx["faults"]] == ["start-partition"]
+    assert ctx["faults"][0]["healed_time"] is not None
+    assert [e["f"] for e in ctx["recent_nemesis"]] == ["kill"]
+    assert ctx["sample"]["leader"] == 1 and ctx["sample"]["isr"] == [1, 2, 3]
+
+
+def v_lost_drain(r: Any) -> None:
+    assert r.stats["drain_complete"] is True
+    assert sorted(tuple(w["values"]) for w in r.anomalies["lost-write"]["witnesses"]) == [(2,), (3,)]
+
+
+def v_unclean(r: Any) -> None:
+    (e,) = r.unclean_elections
+    assert (e["partition"], e["from_leader"], e["to_leader"], e["last_isr"], e["epoch"]) == (0, 1, 2, [1], 3)
+    assert (e["lost_writes"], e["inconsistent_offsets"]) == (1, 1)
+    assert w0(r, "unclean-election")["to_leader"] == 2
+
+
+def v_allowed_subscribe(r: Any) -> None:
+    assert r.anomalies["poll-skip"]["allowed"] and r.anomalies["nonmonotonic-poll"]["allowed"]
+    assert "subscribe" in r.anomalies["poll-skip"]["reason"]
+
+
+CASES: dict[str, Case] = {
+    "clean": Case(clean, {}, True),
+    "inconsistent-offset": Case(inconsistent, {"inconsistent-offset": 1}, False, v_inconsistent),
+    "duplicate": Case(duplicate, {"duplicate": 1}, False, v_duplicate),
+    "nonlinearizable-offset": Case(nonlinearizable, {"nonlinearizable-offset": 1, "unseen": 2}, False,
+                                   v_nonlinearizable),
+    "concurrent-sends": Case(concurrent_sends, {"unseen": 2}, True),
+    "nonmonotonic-send": Case(nonmonotonic_send, {"nonmonotonic-send": 1, "unseen": 2}, False),
+    "nonmonotonic-send-interleaved": Case(interleaved_send, {"nonmonotonic-send": 1}, False),
+    "nonmonotonic-poll": Case(nonmonotonic_poll(), {"nonmonotonic-poll": 1}, False),
+    "nonmonotonic-poll-subscribe": Case(nonmonotonic_poll("subscribe"), {"nonmonotonic-poll": 1}, True,
+                                        v_allowed_subscribe),
+    "reassigned-rewind": Case(reassigned_rewind, {}, True),
+    "poll-skip": Case(poll_skip(), {"poll-skip": 1}, False, v_skip),
+    "poll-skip-within": Case(poll_skip(within=True), {"poll-skip": 1}, False, v_skip),
+    "poll-skip-subscribe": Case(poll_skip("subscribe"), {"poll-skip": 1}, True, v_allowed_subscribe),
+    "unknown-gap": Case(unknown_gap, {}, True),
+    "lost-write": Case(lost_write, {"lost-write": 1}, False, v_lost),
+    "lost-by-drain": Case(lost_by_drain, {"lost-write": 2}, False, v_lost_drain),
+    "unseen": Case(unseen, {"unseen": 1}, True),
+    "phantom-write": Case(phantom, {"phantom-write": 1}, False),
+    "unclean-election": Case(unclean, {"unclean-election": 1, "lost-write": 1, "inconsistent-offset": 1,
+                                       "nonlinearizable-offset": 1}, False, v_unclean),
+    "no-ok-send": Case(no_ok_send, {}, "unknown"),
+}
+
+ENGINES = ["reference", pytest.param("spark", marks=pytest.mark.spark)]
+
+
+@pytest.fixture(scope="module")
+def spark_results(spark, tmp_path_factory) -> dict[str, Any]:
+    """Every case checked by Spark in one pass: run i is case i."""
+    names = list(CASES)
+    path = tmp_path_factory.mktemp("cases") / "cases.parquet"
+    write_parquet([(i, pair_ops(CASES[n].build().ops)) for i, n in enumerate(names)], path)
+    results = checkers.check_runs(path, {"engine": "spark"}, spark=spark)
+    return {n: results[i] for i, n in enumerate(names)}
+
+
+def result_for(engine: str, name: str, tmp_path: Path, request: Any) -> Any:
+    if engine == "spark":
+        return request.getfixturevalue("spark_results")[name]
+    return checkers.check(CASES[name].build().write(tmp_path / "history.jsonl"), {"engine": "reference"})
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+@pytest.mark.parametrize("name", list(CASES))
+def test_case(name: str, engine: str, tmp_path: Path, request: Any) -> None:
+    case = CASES[name]
+    r = result_for(engine, name, tmp_path, request)
+    assert r.errors == []
+    counts = {t: c for t, c, _ in checkers.summary(r) if c}
+    assert counts == case.expect
+    assert r.valid == case.valid
+    assert set(r.anomalies) == set(ANOMALY_TYPES)
+    for typ, n in case.expect.items():
+        assert len(r.anomalies[typ]["witnesses"]) == n
+    if case.verify:
+        case.verify(r)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("name", list(CASES))
+def test_engines_agree_exactly(name: str, spark_results: dict[str, Any], tmp_path: Path) -> None:
+    ref = checkers.check(CASES[name].build().write(tmp_path / "history.jsonl"), {"engine": "reference"})
+    a, b = ref.to_json(), spark_results[name].to_json()
+    a.pop("checker"), b.pop("checker")
+    assert a == b
+
+
+def test_allowed_config_overrides_defaults(tmp_path: Path) -> None:
+    path = unseen().write(tmp_path / "history.jsonl")
+    assert checkers.check(path, {"engine": "reference"}).valid is True
+    strict = checkers.check(path, {"engine": "reference", "allowed": {"unseen": None}})
+    assert strict.valid is False and not strict.anomalies["unseen"]["allowed"]
+    path = nonmonotonic_poll()().write(tmp_path / "h2.jsonl")
+    ok = checkers.check(path, {"engine": "reference", "allowed": {"nonmonotonic-poll": "known client bug"}})
+    assert ok.valid is True and ok.anomalies["nonmonotonic-poll"]["reason"] == "known client bug"
+
+
+def test_max_witnesses_bounds_witnesses_not_counts(tmp_path: Path) -> None:
+    h = History()
+    for v in range(1, 8):
+        h.send(0, [(0, v, v - 1)])
+    h.poll(5, {0: [(6, 7)]})                          # 0..5 never read: six lost writes
+    r = checkers.check(h.write(tmp_path / "history.jsonl"), {"engine": "reference", "max_witnesses": 2})
+    lost = r.anomalies["lost-write"]
+    assert lost["count"] == 6 and [w["values"] for w in lost["witnesses"]] == [[1], [2]]
+
+
+def test_summary_lists_every_type(tmp_path: Path) -> None:
+    r = checkers.check(unseen().write(tmp_path / "history.jsonl"), {"engine": "reference"})
+    s = checkers.summary(r)
+    assert [t for t, _, _ in s] == list(ANOMALY_TYPES)
+    assert ("unseen", 1, True) in s

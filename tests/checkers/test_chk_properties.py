@@ -1,0 +1,112 @@
+"""Properties over simulated histories (chk_gen): a correct Kafka is valid,
+each injected anomaly is found with a witness on the right partition, and the
+Spark engine agrees with the reference exactly on every history.
+
+Budgets: the reference-only properties are cheap and run more examples; the
+Spark comparison checks KCHAOS_HYPOTHESIS_EXAMPLES histories (default 200),
+BATCH at a time in one multi-run Spark pass each.
+"""
+from __future__ import annotations
+
+import math
+import os
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import checkers
+from checkers import reference
+from checkers.common import Settings, assemble
+from checkers.load import write_parquet
+from checkers.model import pair_ops
+from checkers.result import ANOMALY_TYPES
+from chk_gen import Params, inject, params, simulate
+
+# Spark-vs-reference histories per test run (conftest.py documents it too).
+HYPOTHESIS_EXAMPLES = int(os.environ.get("KCHAOS_HYPOTHESIS_EXAMPLES", "200"))
+
+BATCH = 50
+REFERENCE = Settings(engine="reference")
+QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture]
+
+
+def ref_check(ops: list[dict]) -> Any:
+    return assemble(reference.analyze(list(pair_ops(ops)), REFERENCE), REFERENCE, {})
+
+
+def expected_verdict(ops: list[dict]) -> Any:
+    ok_send = any(o["f"] == "send" and o["type"] == "ok" and isinstance(o["process"], int) for o in ops)
+    return True if ok_send else "unknown"
+
+
+@settings(max_examples=max(100, HYPOTHESIS_EXAMPLES), deadline=None, suppress_health_check=QUIET)
+@given(params())
+def test_correct_history_is_valid(p: Params) -> None:
+    ops = simulate(p)
+    r = ref_check(ops)
+    assert r.errors == []
+    bad = {t: a["count"] for t, a in r.anomalies.items() if a["count"] and not a["allowed"]}
+    assert bad == {}
+    assert r.valid == expected_verdict(ops)
+    if p.mode == "assign":
+        assert r.anomalies["poll-skip"]["count"] == r.anomalies["nonmonotonic-poll"]["count"] == 0
+    if p.drain:
+        assert r.anomalies["unseen"]["count"] == 0 and r.stats["drain_complete"]
+
+
+@settings(max_examples=max(100, HYPOTHESIS_EXAMPLES), deadline=None, suppress_health_check=QUIET)
+@given(params(), st.sampled_from(ANOMALY_TYPES), st.integers(0, 2**16))
+def test_injected_anomaly_is_detected(p: Params, typ: str, seed: int) -> None:
+    injected = inject(simulate(p), typ, random.Random(seed))
+    if injected is None:
+        return                      # no place for this anomaly in this history
+    ops, partition = injected
+    r = ref_check(ops)
+    a = r.anomalies[typ]
+    assert a["count"] >= 1
+    assert any(w["partition"] == partition for w in a["witnesses"])
+    w = a["witnesses"][0]
+    assert w["ops"] and all({"index", "time", "process", "type", "f", "value"} <= set(o) for o in w["ops"])
+    assert set(w["context"]) == {"faults", "recent_nemesis", "sample"}
+    if not a["allowed"]:
+        assert r.valid is False
+
+
+CASE = st.tuples(params(), st.sampled_from((None,) + ANOMALY_TYPES), st.integers(0, 2**16))
+
+
+def build(case: tuple[Params, str | None, int]) -> list[dict]:
+    p, typ, seed = case
+    ops = simulate(p)
+    if typ is not None:
+        injected = inject(ops, typ, random.Random(seed))
+        ops = injected[0] if injected else ops
+    return ops
+
+
+@pytest.mark.spark
+@settings(max_examples=max(1, math.ceil(HYPOTHESIS_EXAMPLES / BATCH)), deadline=None,
+          suppress_health_check=QUIET)
+@given(cases=st.lists(CASE, min_size=BATCH, max_size=BATCH))
+def test_spark_agrees_with_reference(cases: list, spark: Any, tmp_path_factory: Any) -> None:
+    histories = [build(c) for c in cases]
+    path = Path(tmp_path_factory.mktemp("batch")) / "batch.parquet"
+    write_parquet([(i, pair_ops(ops)) for i, ops in enumerate(histories)], path)
+    results = checkers.check_runs(path, {"engine": "spark"}, spark=spark)
+    for i, ops in enumerate(histories):
+        ref = ref_check(ops).to_json()
+        ref.pop("checker")
+        if i not in results:        # a run with no ops has no rows in the file
+            assert ops == [] and ref["valid"] == "unknown"
+            continue
+        got = results[i].to_json()
+        got.pop("checker")
+        assert got["errors"] == []
+        assert {t: a["count"] for t, a in got["anomalies"].items()} == \
+               {t: a["count"] for t, a in ref["anomalies"].items()}, f"history {i}: {cases[i]}"
+        assert got["valid"] == ref["valid"]
+        assert got == ref, f"history {i}: {cases[i]}"
