@@ -67,6 +67,7 @@ class Run:
             self.max_read[m.partition] = max(self.max_read.get(m.partition, (m.offset, -m.op.id)),
                                              (m.offset, -m.op.id))
         drains = [o for o in self.polls if o.drain]
+        self.drained = {(m.partition, m.value) for m in self.reads if m.op.drain}
         self.drain_all_ok = bool(drains) and all(o.type == "ok" for o in drains)
         self.drain_parts = {p for o in drains if o.type == "ok" for p in o.partitions or []}
         self.mode = "subscribe" if any(o.f == "subscribe" for o in self.ops) else "assign"
@@ -182,10 +183,20 @@ def check_polls(run: Run, settings: Settings) -> Result:
 
 
 def lost_messages(run: Run) -> tuple[list[Msg], list[Msg]]:
-    """(lost, unseen): ok-send messages whose value no read returned, split by
-    whether a read reached their offset (or the drain of their partition completed)."""
+    """(lost, unseen) ok-send messages.
+
+    Where the final drain of the partition completed, it is what survived: an
+    acknowledged value missing from it is lost, even if a poll read it before
+    it vanished (an unclean election truncates writes clients already saw).
+    Elsewhere, Jepsen's rule: lost if no read returned it although some read
+    reached its offset, unseen if no read got that far.
+    """
     lost, unseen = [], []
     for m in run.ok_msgs:
+        if run.drain_complete(m.partition):
+            if (m.partition, m.value) not in run.drained:
+                lost.append(m)
+            continue
         if (m.partition, m.value) in run.first_read:
             continue
         mr = run.max_read.get(m.partition)

@@ -70,30 +70,25 @@ def messages(ops: DataFrame) -> DataFrame:
     src = src.select("run", F.col("invoke_index").alias("id"), F.col("process").cast("int").alias("process"),
                      op_kind.cast("byte").alias("kind"), F.col("invoke_time").alias("t_inv"),
                      F.col("time").alias("t_done"), "messages", "partitions", "partition_starts")
-    common = ["run", "partition", "id", "process", "kind", "t_inv", "t_done", "pos0", "offsets", "values"]
     grouped = F.col("partition_starts").isNotNull() & (F.size("partition_starts") == F.size("partitions"))
     one = grouped & (F.size("partitions") == 1)
-    single = (src.filter(one)
-              .select("*", F.col("partitions")[0].alias("partition"), F.lit(0).alias("pos0"),
-                      F.col("messages.offset").alias("offsets"), F.col("messages.value").alias("values"))
-              .select(*common))
-    ends = F.concat(F.slice("partition_starts", 2, F.size("partition_starts")),
-                    F.array(F.size("messages")))
-    sliced = (src.filter(grouped & ~one)
-              .select("*", F.explode(F.arrays_zip(F.col("partitions").alias("p"),
-                                                  F.col("partition_starts").alias("s"),
-                                                  ends.alias("e"))).alias("z"))
-              .filter(F.col("z.e") > F.col("z.s"))
-              .select("*", F.col("z.p").alias("partition"), F.col("z.s").alias("pos0"),
-                      F.slice("messages.offset", F.col("z.s") + 1, F.col("z.e") - F.col("z.s")).alias("offsets"),
-                      F.slice("messages.value", F.col("z.s") + 1, F.col("z.e") - F.col("z.s")).alias("values"))
-              .select(*common))
-    split = (src.filter(~grouped)
-             .select("*", F.posexplode("messages").alias("pos0", "m"))
-             .select("*", F.col("m.partition").alias("partition"), F.array("m.offset").alias("offsets"),
-                     F.array("m.value").alias("values"))
-             .select(*common))
-    return single.unionByName(sliced).unionByName(split)
+
+    def part(p: Any, pos0: Any, offsets: Any, values: Any) -> Any:
+        return F.struct(p.alias("partition"), pos0.alias("pos0"), offsets.alias("offsets"), values.alias("values"))
+
+    ends = F.concat(F.slice("partition_starts", 2, F.size("partition_starts")), F.array(F.size("messages")))
+    offs, vals = F.col("messages.offset"), F.col("messages.value")
+    parts = (F.when(one, F.array(part(F.col("partitions")[0], F.lit(0), offs, vals)))
+             .when(grouped, F.transform(
+                 F.arrays_zip(F.col("partitions").alias("p"), F.col("partition_starts").alias("s"), ends.alias("e")),
+                 lambda z: part(z["p"], z["s"], F.slice(offs, z["s"] + 1, z["e"] - z["s"]),
+                                F.slice(vals, z["s"] + 1, z["e"] - z["s"]))))
+             .otherwise(F.transform("messages", lambda m, i: part(m["partition"], i, F.array(m["offset"]),
+                                                                   F.array(m["value"])))))
+    return (src.select("run", "id", "process", "kind", "t_inv", "t_done", F.explode(parts).alias("g"))
+            .filter(F.size("g.offsets") > 0)
+            .select("run", "g.partition", "id", "process", "kind", "t_inv", "t_done", "g.pos0", "g.offsets",
+                    "g.values"))
 
 
 def apply_in_arrow(df: DataFrame, keys: list[str], fn: Any, schema: str) -> DataFrame:

@@ -165,9 +165,14 @@ class Log:
         unread = ~np.isin(kv, self.read_vals)
         dc = (self.run, self.p) in self.ctx.drained
         reached = kho & (ko <= self.max_off) if self.max_off is not None else np.zeros(len(kv), bool)
-        lost = unread & (dc | reached)
+        if dc:
+            # The completed drain is what survived: missing from it is lost, read before or not.
+            lost = ~np.isin(kv, self.val[self.read & self.drain])
+            unseen = np.zeros(len(kv), bool)
+        else:
+            lost, unseen = unread & reached, unread & ~reached
         extra = {"max_read_offset": self.max_off, "drain_complete": dc}
-        for typ, mask in (("lost-write", lost), ("unseen", unread & ~(dc | reached))):
+        for typ, mask in (("lost-write", lost), ("unseen", unseen)):
             idx = np.flatnonzero(mask)
             self.out.count(typ, len(idx))
             for i in idx[_first_k([kv[idx], kid[idx], kpos[idx]], self.k)]:

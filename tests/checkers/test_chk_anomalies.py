@@ -147,6 +147,18 @@ def lost_write() -> History:
     return h
 
 
+def read_then_truncated() -> History:
+    """Read by a poll, then gone from the completed drain: an unclean election
+    truncated it after clients saw it. Lost, and its offset inconsistent."""
+    h = History()
+    sends(h, 0, 0, [(1, 0), (2, 1)])
+    h.poll(5, {0: [(0, 1), (1, 2)]})
+    sends(h, 1, 0, [(3, 1)])                          # the new leader reuses offset 1
+    h.assign(9, [0])
+    h.poll(9, {0: [(0, 1), (1, 3)]}, drain=True)
+    return h
+
+
 def lost_by_drain() -> History:
     h = History()
     sends(h, 0, 0, [(1, 0), (2, 1)])
@@ -266,6 +278,8 @@ CASES: dict[str, Case] = {
     "unknown-gap": Case(unknown_gap, {}, True),
     "lost-write": Case(lost_write, {"lost-write": 1}, False, v_lost),
     "lost-by-drain": Case(lost_by_drain, {"lost-write": 2}, False, v_lost_drain),
+    "read-then-truncated": Case(read_then_truncated,
+                                {"lost-write": 1, "inconsistent-offset": 1, "nonlinearizable-offset": 1}, False),
     "unseen": Case(unseen, {"unseen": 1}, True),
     "phantom-write": Case(phantom, {"phantom-write": 1}, False),
     "unclean-election": Case(unclean, {"unclean-election": 1, "lost-write": 1, "inconsistent-offset": 1,
