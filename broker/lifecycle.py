@@ -165,12 +165,18 @@ class Broker:
         while time.monotonic() < deadline:
             if self.started_count() > previous_starts:
                 return
-            if not self.is_running():
+            if not self.is_running() and not self._alive_on_second_look(previous_starts):
                 out = self.node.run(["tail", "-n", "200", STDOUT_LOG], check=False).out
                 raise BrokerNotReady(f"{self.name}: broker exited before it was ready: {first_error_line(out)}; "
                                      f"log tail: {self.log_tail()}")
             time.sleep(0.5)
         raise BrokerNotReady(f"{self.name}: broker not ready after {timeout_s:.0f}s; log tail: {self.log_tail()}")
+
+    def _alive_on_second_look(self, previous_starts: int) -> bool:
+        """One failed process check is not a dead broker: a busy node can miss a
+        pgrep. Look again a moment later, at the process and at the log."""
+        time.sleep(1.0)
+        return self.is_running() or self.started_count() > previous_starts
 
     def log_files(self) -> list[str]:
         res = self.node.run(["sh", "-c", f"ls {LOG_DIR}/* {CONFIG_PATH} {FAKETIME_FILE} 2>/dev/null"], check=False)
