@@ -16,6 +16,7 @@ takes a default allowance away).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import tempfile
@@ -55,12 +56,18 @@ def check(history: str | Path, config: dict[str, Any] | None = None, *, spark: A
     """Check one history. Raises HistoryFormatError for an unreadable history
     (that is the input's fault); any failure of the analysis itself gives a
     result with valid "unknown" and the error, never a pass."""
-    return check_runs(history, config, spark=spark, single=True)[0]
+    return _check(history, config, spark, single=True)[0]
 
 
-def check_runs(source: str | Path, config: dict[str, Any] | None = None, *, spark: Any = None,
-               single: bool = False) -> dict[int, CheckResult]:
-    """Check every run of a (multi-run) Parquet file, or one history (run 0)."""
+def check_runs(source: str | Path, config: dict[str, Any] | None = None, *,
+               spark: Any = None) -> dict[int, CheckResult]:
+    """Check every run of a Parquet file with a ``run`` column (one pass on
+    Spark); a file without one is run 0. Runs with no ops are absent."""
+    return _check(source, config, spark, single=False)
+
+
+def _check(source: str | Path, config: dict[str, Any] | None, spark: Any,
+           single: bool) -> dict[int, CheckResult]:
     settings = Settings.from_config(config)
     t0 = time.monotonic()
     source = Path(source)
@@ -78,9 +85,10 @@ def check_runs(source: str | Path, config: dict[str, Any] | None = None, *, spar
             findings = {r: reference.analyze(ops, settings) for r, ops in by_run.items()}
         results = {r: assemble(f, settings, _meta(settings, t0)) for r, f in findings.items()}
         return results or {0: assemble(_empty(settings), settings, _meta(settings, t0))}
-    with tempfile.TemporaryDirectory(prefix="kchaos-check-") as tmp:
+    with contextlib.ExitStack() as stack:
         parquet = source
-        if not is_parquet(source):
+        if not is_parquet(source):      # the Spark engine reads Parquet: convert first
+            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="kchaos-check-"))
             parquet = Path(tmp) / "history.parquet"
             history_to_parquet(source, parquet)
         try:

@@ -88,8 +88,7 @@ class Witness:
     partition: int | None
     offsets: list[int]
     values: list[int]
-    op_ids: list[int]                 # invoke_index of each op, in display order
-    anchor: int | None = None         # op whose time sets the context; default first
+    op_ids: list[int]                 # invoke_index of each op; the first sets the context
     extra: dict[str, Any] = field(default_factory=dict)
 
 
@@ -187,12 +186,16 @@ class Timeline:
             vals.append({"index": idx, "time": r["time"], "controller": r["controller"],
                          "leader": s["leader"], "isr": list(s["isr"] or []), "epoch": s["epoch"]})
 
-    def context(self, partition: int | None, anchor: dict[str, Any] | None) -> dict[str, Any]:
-        if anchor is None:
+    def context(self, partition: int | None, op: dict[str, Any] | None) -> dict[str, Any]:
+        """What was going on around ``op`` (a witness's first op): the faults in
+        effect at any moment between its invocation and completion, the last
+        few other nemesis ops by its completion, and the partition's last
+        sample at or before it."""
+        if op is None:
             return {"faults": [], "recent_nemesis": [], "sample": None}
-        t0 = anchor["invoke_time"]
-        t1 = anchor["time"] if anchor["time"] is not None else t0
-        idx = anchor["index"] if anchor["index"] is not None else anchor["invoke_index"]
+        t0 = op["invoke_time"]
+        t1 = op["time"] if op["time"] is not None else t0
+        idx = op["index"] if op["index"] is not None else op["invoke_index"]
         faults = [{"f": fl["op"]["f"], "value": fl["op"]["value"], "index": fl["op"]["invoke_index"],
                    "time": fl["start"], "healed_time": fl["end"]}
                   for fl in self.faults if fl["start"] <= t1 and (fl["end"] is None or fl["end"] >= t0)]
@@ -222,10 +225,9 @@ def assemble(rf: RunFindings, settings: Settings, checker: dict[str, Any]) -> Ch
         for w in fnd.witnesses[: settings.max_witnesses]:
             ids = list(dict.fromkeys(w.op_ids))
             ops = [witness_op(rf.op_rows[i]) for i in ids if i in rf.op_rows]
-            anchor_id = w.anchor if w.anchor is not None else (ids[0] if ids else None)
-            anchor = witness_op(rf.op_rows[anchor_id]) if anchor_id in rf.op_rows else None
+            first = witness_op(rf.op_rows[ids[0]]) if ids and ids[0] in rf.op_rows else None
             witnesses.append({"partition": w.partition, "offsets": w.offsets, "values": w.values,
-                              "ops": ops, "context": timeline.context(w.partition, anchor), **w.extra})
+                              "ops": ops, "context": timeline.context(w.partition, first), **w.extra})
         entry = {"count": fnd.count, "allowed": typ in allowed, "reason": allowed.get(typ),
                  "description": DESCRIPTIONS[typ], "witnesses": witnesses}
         if fnd.error:

@@ -128,7 +128,7 @@ def check_nonlinearizable(run: Run, settings: Settings) -> Result:
             ta, ida, oa, va = first[b.offset]
             if ta < b.op.invoke_time:
                 items.append(((p, b.op.id, b.pos),
-                              Witness(p, [oa, b.offset], [va, b.value], [ida, b.op.id], anchor=b.op.id)))
+                              Witness(p, [oa, b.offset], [va, b.value], [ida, b.op.id])))
     return {"nonlinearizable-offset": _finding(items, settings)}
 
 
@@ -143,7 +143,7 @@ def check_nonmonotonic_send(run: Run, settings: Settings) -> Result:
         if prev is not None and m.offset <= prev.offset:
             items.append(((m.partition, m.op.id, m.pos),
                           Witness(m.partition, [prev.offset, m.offset], [prev.value, m.value],
-                                  [prev.op.id, m.op.id], anchor=m.op.id)))
+                                  [prev.op.id, m.op.id])))
         last[key] = m
     return {"nonmonotonic-send": _finding(items, settings)}
 
@@ -169,7 +169,7 @@ def check_polls(run: Run, settings: Settings) -> Result:
             chains[(op.drain, p)] = Msg(p, o, v, op, i)
             if prev is None:
                 continue
-            w = Witness(p, [prev.offset, o], [prev.value, v], [prev.op.id, op.id], anchor=op.id)
+            w = Witness(p, [prev.offset, o], [prev.value, v], [prev.op.id, op.id])
             if o <= prev.offset:
                 non.append(((p, op.id, i), w))
             else:
@@ -289,7 +289,7 @@ def check_elections(run: Run, settings: Settings) -> Result:
         ids = e.pop("_ids")
         extra = {k: e[k] for k in ("from_leader", "to_leader", "epoch", "last_isr",
                                    "lost_writes", "inconsistent_offsets")}
-        items.append(((e["partition"], e["index"]), Witness(e["partition"], [], [], ids, anchor=ids[1],
+        items.append(((e["partition"], e["index"]), Witness(e["partition"], [], [], ids,
                                                             extra=extra)))
     run.elections = sorted(elect, key=lambda e: (e["partition"], e["index"]))
     return {"unclean-election": _finding(items, settings)}

@@ -26,12 +26,8 @@ DEFAULT_CONF: dict[str, str] = {
     "spark.driver.host": "127.0.0.1",
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.sql.session.timeZone": "UTC",
-    # The message table is hash-partitioned by partition once; later
-    # groupings and windows on supersets of those keys reuse that layout.
-    "spark.sql.requireAllClusterKeysForDistribution": "false",
-    "spark.sql.optimizer.canChangeCachedPlanOutputPartitioning": "false",
-    # No AQE: the plans here pick their own partitioning, and AQE hides a cached
-    # plan's partitioning from later queries (and costs a lot on tiny inputs).
+    # No AQE: the plans are few and fixed, and re-planning each stage costs
+    # more than it saves (most on the tiny histories of tests).
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.autoBroadcastJoinThreshold": str(32 * 1024 * 1024),
     # bigger Arrow batches to the per-partition pass: ~30% less transfer overhead

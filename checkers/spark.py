@@ -18,7 +18,6 @@ import numpy as np
 import pyarrow.parquet as pq
 
 from .common import Finding, RunFindings, Settings, Witness, availability, lag_summary, percentile
-from .result import ANOMALY_TYPES
 from .spark_frames import control, partition_results, read_ops, witness_ops
 from .spark_partition import ALL_TYPES, CHECKS, Context
 from .spark_stats import election_findings, elections, op_stats
@@ -119,7 +118,7 @@ def _analyze(spark: Any, ops: Any, settings: Settings) -> dict[int, RunFindings]
             counts[(run, typ)] += row["n"]
         elif what == "witness":
             w = Witness(row["partition"], list(row["offsets"]), list(row["values"]), list(row["ids"]),
-                        row["anchor"], json.loads(row["extra"]) if row["extra"] else {})
+                        extra=json.loads(row["extra"]) if row["extra"] else {})
             wits[(run, typ)].append((list(row["key"]), w))
         elif what == "stat":
             stat[(run, typ)] += row["n"]
@@ -178,5 +177,3 @@ def _analyze(spark: Any, ops: Any, settings: Settings) -> dict[int, RunFindings]
             errors=acc.errors[run], op_rows=op_rows[run], control_rows=control_rows[run])
     return out
 
-
-__all__ = ["ANOMALY_TYPES", "analyze_runs"]

@@ -15,8 +15,11 @@ history is run 0.
 """
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -33,8 +36,22 @@ NO_MESSAGES = ["run", "invoke_index", "index", "invoke_time", "time", "process",
                "drain", "error", "node", "partitions", "sample", "controller", "fault", "value"]
 
 
+def _ddl(t: pa.DataType) -> str:
+    if pa.types.is_list(t):
+        return f"array<{_ddl(t.value_type)}>"
+    if pa.types.is_struct(t):
+        return "struct<" + ",".join(f"`{f.name}`:{_ddl(f.type)}" for f in t) + ">"
+    return {pa.int32(): "int", pa.int64(): "bigint", pa.string(): "string", pa.bool_(): "boolean",
+            pa.int8(): "tinyint", pa.int16(): "smallint", pa.float64(): "double"}[t]
+
+
 def read_ops(spark: SparkSession, path: str) -> DataFrame:
-    df = spark.read.parquet(str(path))
+    """The ops table; the schema comes from the file footer (pyarrow), which
+    spares Spark a schema-inference job."""
+    p = Path(path)
+    first = min(p.rglob("*.parquet")) if p.is_dir() else p
+    schema = pq.read_schema(first)
+    df = spark.read.schema(", ".join(f"`{f.name}` {_ddl(f.type)}" for f in schema)).parquet(str(path))
     if "run" not in df.columns:
         df = df.withColumn("run", F.lit(0).cast("int"))
     return df

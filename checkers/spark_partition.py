@@ -34,11 +34,11 @@ SKIPPED_LIMIT = 10
 OUT_SCHEMA = pa.schema([
     ("what", pa.string()), ("type", pa.string()), ("run", pa.int32()), ("partition", pa.int32()),
     ("n", pa.int64()), ("key", pa.list_(pa.int64())), ("offsets", pa.list_(pa.int64())),
-    ("values", pa.list_(pa.int64())), ("ids", pa.list_(pa.int64())), ("anchor", pa.int64()),
+    ("values", pa.list_(pa.int64())), ("ids", pa.list_(pa.int64())),
     ("extra", pa.string()), ("blob", pa.binary()),
 ])
 OUT_DDL = ("what string, type string, run int, partition int, n bigint, key array<bigint>, "
-           "offsets array<bigint>, values array<bigint>, ids array<bigint>, anchor bigint, "
+           "offsets array<bigint>, values array<bigint>, ids array<bigint>, "
            "extra string, blob binary")
 
 
@@ -84,10 +84,10 @@ class Out:
         self.rows.append({"what": "count", "type": typ, "n": int(n)})
 
     def witness(self, typ: str, key: list, offsets: list, values: list, ids: list,
-                anchor: int | None = None, extra: dict | None = None) -> None:
+                extra: dict | None = None) -> None:
         self.rows.append({"what": "witness", "type": typ, "key": [int(x) for x in key],
                           "offsets": [int(x) for x in offsets], "values": [int(x) for x in values],
-                          "ids": [int(x) for x in ids], "anchor": None if anchor is None else int(anchor),
+                          "ids": [int(x) for x in ids],
                           "extra": json.dumps(extra) if extra else None})
 
     def table(self) -> pa.Table:
@@ -264,7 +264,7 @@ def _acks(out: Out, p: int, ao: np.ndarray, av: np.ndarray, aid: np.ndarray, apo
         cand = np.flatnonzero((ao >= ao[i]) & (at == first_t[i]))
         a = cand[np.lexsort((av[cand], ao[cand], aid[cand]))[0]]
         out.witness("nonlinearizable-offset", [p, aid[i], apos[i]], [ao[a], ao[i]], [av[a], av[i]],
-                    [aid[a], aid[i]], anchor=aid[i])
+                    [aid[a], aid[i]])
     # successive acks of one process
     order = np.lexsort((apos, aid, aproc))
     so, sproc = ao[order], aproc[order]
@@ -276,7 +276,7 @@ def _acks(out: Out, p: int, ao: np.ndarray, av: np.ndarray, aid: np.ndarray, apo
     for j in _first_k([aid[cur], apos[cur]], k):
         c, q = cur[j], pr[j]
         out.witness("nonmonotonic-send", [p, aid[c], apos[c]], [ao[q], ao[c]], [av[q], av[c]],
-                    [aid[q], aid[c]], anchor=aid[c])
+                    [aid[q], aid[c]])
 
 
 def _lag(out: Out, ao: np.ndarray, at: np.ndarray, lagm: np.ndarray, off: np.ndarray, ids: np.ndarray,
@@ -330,7 +330,7 @@ def _polls(out: Out, ctx: Context, run: int, p: int, read: np.ndarray, off: np.n
                 extra = {"skipped": [int(x) for x in known[lo: lo + min(gap[i], SKIPPED_LIMIT)]],
                          "skipped_count": int(gap[i])}
             out.witness(typ, [p, ids[b], pos[b]], [off[a], off[b]], [val[a], val[b]], [ids[a], ids[b]],
-                        anchor=ids[b], extra=extra)
+                        extra=extra)
 
 
 def _attribute(out: Out, ctx: Context, run: int, p: int, lost_t: np.ndarray, inc_offsets: np.ndarray,

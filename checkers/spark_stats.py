@@ -70,7 +70,7 @@ def election_findings(found: list[dict[str, Any]], attributed: dict[tuple, int],
         extra = {x: entry[x] for x in ("from_leader", "to_leader", "epoch", "last_isr",
                                        "lost_writes", "inconsistent_offsets")}
         findings[e["run"]].append(((e["partition"], e["index"]),
-                                   Witness(e["partition"], [], [], [e["prev_id"], e["id"]], anchor=e["id"],
+                                   Witness(e["partition"], [], [], [e["prev_id"], e["id"]],
                                            extra=extra)))
     out = {}
     for run, items in findings.items():

@@ -227,7 +227,7 @@ def attach_cluster(name: str) -> DockerCluster:
         raise ClusterNotFound(f"no kchaos cluster named {name!r} is running; start one with `kchaos cluster up`")
     net = client.networks.get(nets[0].id)
     subnet = net.attrs["IPAM"]["Config"][0]["Subnet"]
-    containers = client.containers.list(all=True, filters={"label": f"{LABEL_CLUSTER}={name}"})
+    containers = client.containers.list(all=True, filters={"label": f"{LABEL_CLUSTER}={name}"}, ignore_removed=True)
     nodes = []
     for c in containers:
         address = c.attrs["NetworkSettings"]["Networks"][net.name]["IPAddress"]
@@ -274,7 +274,7 @@ def destroy(cluster: str | None = None, only_dead_owners: bool = False,
             return True
 
     n_containers = n_networks = 0
-    for c in client.containers.list(all=True, filters=flt):
+    for c in client.containers.list(all=True, filters=flt, ignore_removed=True):
         if doomed(c.labels):
             try:
                 c.remove(force=True)

@@ -1,6 +1,7 @@
 """Properties over simulated histories (chk_gen): a correct Kafka is valid,
 each injected anomaly is found with a witness on the right partition, and the
-Spark engine agrees with the reference exactly on every history.
+Spark engine agrees with the reference exactly (counts, verdict, witnesses,
+contexts, statistics) on every history, injected ones included.
 
 Budgets: the reference-only properties are cheap and run more examples; the
 Spark comparison checks KCHAOS_HYPOTHESIS_EXAMPLES histories (default 200),
@@ -79,13 +80,15 @@ def test_injected_anomaly_is_detected(p: Params, typ: str, seed: int) -> None:
 CASE = st.tuples(params(), st.sampled_from((None,) + ANOMALY_TYPES), st.integers(0, 2**16))
 
 
-def build(case: tuple[Params, str | None, int]) -> list[dict]:
+def build(case: tuple[Params, str | None, int]) -> tuple[list[dict], str | None, int | None]:
+    """The history, and the anomaly type and partition injected into it (if any)."""
     p, typ, seed = case
     ops = simulate(p)
     if typ is not None:
         injected = inject(ops, typ, random.Random(seed))
-        ops = injected[0] if injected else ops
-    return ops
+        if injected:
+            return injected[0], typ, injected[1]
+    return ops, None, None
 
 
 @pytest.mark.spark
@@ -93,11 +96,12 @@ def build(case: tuple[Params, str | None, int]) -> list[dict]:
           suppress_health_check=QUIET)
 @given(cases=st.lists(CASE, min_size=BATCH, max_size=BATCH))
 def test_spark_agrees_with_reference(cases: list, spark: Any, tmp_path_factory: Any) -> None:
-    histories = [build(c) for c in cases]
+    built = [build(c) for c in cases]
+    histories = [ops for ops, _, _ in built]
     path = Path(tmp_path_factory.mktemp("batch")) / "batch.parquet"
     write_parquet([(i, pair_ops(ops)) for i, ops in enumerate(histories)], path)
     results = checkers.check_runs(path, {"engine": "spark"}, spark=spark)
-    for i, ops in enumerate(histories):
+    for i, (ops, typ, partition) in enumerate(built):
         ref = ref_check(ops).to_json()
         ref.pop("checker")
         if i not in results:        # a run with no ops has no rows in the file
@@ -106,6 +110,9 @@ def test_spark_agrees_with_reference(cases: list, spark: Any, tmp_path_factory: 
         got = results[i].to_json()
         got.pop("checker")
         assert got["errors"] == []
+        if typ is not None:           # the injected anomaly, found by Spark itself
+            assert got["anomalies"][typ]["count"] >= 1
+            assert any(w["partition"] == partition for w in got["anomalies"][typ]["witnesses"])
         assert {t: a["count"] for t, a in got["anomalies"].items()} == \
                {t: a["count"] for t, a in ref["anomalies"].items()}, f"history {i}: {cases[i]}"
         assert got["valid"] == ref["valid"]

@@ -23,7 +23,7 @@ def labelled(cluster: str) -> tuple[list, list]:
     from infra.engine import docker_client
     client = docker_client()
     flt = {"label": f"kchaos.cluster={cluster}"}
-    return client.containers.list(all=True, filters=flt), client.networks.list(filters=flt)
+    return client.containers.list(all=True, filters=flt, ignore_removed=True), client.networks.list(filters=flt)
 
 
 def assert_one_line_error(proc: subprocess.CompletedProcess, code: int, *needles: str) -> None:

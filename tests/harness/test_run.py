@@ -16,9 +16,13 @@ from harness.history import read_history
 pytestmark = pytest.mark.cluster
 
 
-def run_containers(pid: int) -> list:
+def run_containers(pid: int, cluster_prefix: str = "") -> list:
+    """Containers a run made: labelled with the pid of the process that ran it
+    (and, within this test process, whose cluster name has the run's prefix:
+    the session's shared cluster carries the same pid)."""
     from infra.engine import docker_client
-    return docker_client().containers.list(all=True, filters={"label": f"kchaos.pid={pid}"})
+    found = docker_client().containers.list(all=True, filters={"label": f"kchaos.pid={pid}"}, ignore_removed=True)
+    return [c for c in found if c.labels.get("kchaos.cluster", "").startswith(cluster_prefix)]
 
 
 def run_networks(pid: int) -> list:
@@ -56,7 +60,7 @@ def test_fault_free_run_reads_back_every_acknowledged_send(tmp_path):
     assert {p.name for p in (run_dir / "nodes").iterdir()} == {"n1", "n2", "n3"}
     assert json.loads((run_dir / "config.json").read_text())["seed"] == 1234
     assert (tmp_path / "latest").resolve() == run_dir.resolve()
-    assert run_containers(os.getpid()) == []
+    assert run_containers(os.getpid(), "nofault-") == []
 
 
 def start_run(tmp_path: Path, *extra: str) -> subprocess.Popen:
