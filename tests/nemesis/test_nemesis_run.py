@@ -1,0 +1,32 @@
+"""A whole run under every fault package ends with every fault healed."""
+from __future__ import annotations
+
+import pytest
+
+from harness.history import read_history
+
+pytestmark = pytest.mark.cluster
+
+
+def test_run_with_all_faults_heals_everything(tmp_path):
+    from harness.cluster import cluster_down
+    from harness.config import RunConfig, validate
+    from harness.runner import Run
+    cfg = RunConfig(name="allfaults", seed=4242, time_limit=60, rate=100, store=str(tmp_path), keep_cluster=True)
+    cfg.nemesis.faults = ["all"]
+    cfg.nemesis.interval = 4
+    run = Run(validate(cfg))
+    try:
+        outcome = run.execute()
+        assert outcome.exit_code in (0, 1, 2), "the run itself must not fail"
+        ops = list(read_history(outcome.run_dir / "history.jsonl"))
+        kinds = {(o.get("value") or {}).get("fault") for o in ops if o["process"] == "nemesis"}
+        assert {"partition", "kill", "pause", "clock"} <= kinds, kinds
+        for node in run.cluster.nodes:
+            assert node.run(["iptables", "-w", "-S", "KCHAOS"], check=False).exit != 0, f"{node.name}: chain left"
+            assert node.run(["cat", "/etc/kchaos/faketime"]).out.strip() == "+0s", f"{node.name}: clock skewed"
+            state = run.cluster.kafka.brokers[node.name].process_state()
+            assert state in ("S", "R"), f"{node.name}: broker {state}"
+    finally:
+        if run.cluster is not None:
+            cluster_down(run.cluster.name)
