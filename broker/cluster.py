@@ -120,7 +120,7 @@ class KafkaCluster:
     def admin(self, timeout_s: float = 5.0):
         from confluent_kafka.admin import AdminClient
         return AdminClient({"bootstrap.servers": self.bootstrap(), "socket.timeout.ms": int(timeout_s * 1000),
-                            "request.timeout.ms" if False else "socket.connection.setup.timeout.ms": int(timeout_s * 1000),
+                            "socket.connection.setup.timeout.ms": int(timeout_s * 1000),
                             "log_level": 0, "logger": _quiet_logger()})
 
     def live_broker_ids(self, admin=None) -> set[int]:

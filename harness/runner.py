@@ -179,12 +179,9 @@ class Run:
         kafka = self.cluster.kafka
         self.progress("final phase: healing faults, restarting brokers, draining")
         if self.nemesis is not None:
-            from nemesis.packages import HEAL_ORDER
-            for name in HEAL_ORDER:
-                for package in self.packages:
-                    if package.name == name:
-                        for op in package.final_ops():
-                            self._invoke_nemesis(op)
+            from nemesis.packages import final_ops
+            for op in final_ops(self.packages):  # HEAL_ORDER first, then scenario packages
+                self._invoke_nemesis(op)
         self._heal_everything(restart_dead=True)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
@@ -333,10 +330,7 @@ class Run:
     def _heal_everything(self, restart_dead: bool) -> None:
         if self.cluster is None:
             return
-        try:
-            from nemesis.packages import heal_all
-        except ImportError:
-            return
+        from nemesis.packages import heal_all
         # A clock set back freezes a broker's wall-clock timers: restart skewed brokers.
         skewed = any(p.name == "clock" for p in self.packages)
         result = heal_all(self.cluster.kafka, restart_dead=restart_dead, restart_skewed=skewed and restart_dead)
