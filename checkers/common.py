@@ -13,6 +13,8 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
+from harness.faultops import HEAL, START, STOP, classify
+
 from .model import witness_op
 from .result import ANOMALY_TYPES, CheckResult
 
@@ -43,7 +45,6 @@ SUBSCRIBE_ALLOWED = {
 
 SKIPPED_LIMIT = 10      # known offsets listed in a poll-skip witness
 RECENT_NEMESIS = 3      # unpaired nemesis ops shown in a witness context
-CLOSE_ALL = {"heal", "heal-all", "stop-all"}
 
 
 @dataclass
@@ -142,35 +143,29 @@ class Timeline:
         self.faults: list[dict[str, Any]] = []    # {"start", "end", "op"}
         self.events: list[dict[str, Any]] = []    # unpaired nemesis ops
         self.samples: dict[int, tuple[list[int], list[dict[str, Any]]]] = {}
-        open_by_id: dict[str, dict[str, Any]] = {}
-        open_by_name: dict[str, list[dict[str, Any]]] = {}
+        open_by_kind: dict[str, list[dict[str, Any]]] = {}
         for r in rows:
             if r["role"] == "sampler" and r.get("sample") is not None:
                 self._add_sample(r)
             elif r["role"] == "nemesis":
                 op = witness_op(r)
                 end = r["time"] if r["time"] is not None else r["invoke_time"]
-                f = r["f"]
-                if r.get("fault") is not None:
-                    fid = r["fault"]
-                    if fid in open_by_id:
-                        open_by_id.pop(fid)["end"] = end
-                    else:
-                        open_by_id[fid] = self._open(op, r)
-                elif f.startswith("start-"):
-                    open_by_name.setdefault(f[6:], []).append(self._open(op, r))
-                elif f.startswith("stop-"):
-                    for flt in open_by_name.pop(f[5:], []):
-                        flt["end"] = end
-                    self.events.append({"time": end, "op": op})
-                elif f in CLOSE_ALL:
-                    for flt in list(open_by_id.values()) + [x for v in open_by_name.values() for x in v]:
-                        flt["end"] = end
-                    open_by_id.clear()
-                    open_by_name.clear()
-                    self.events.append({"time": end, "op": op})
+                action, kind = classify(r["f"], {"fault": r.get("fault")})
+                if action == START:
+                    open_by_kind.setdefault(kind, []).append(self._open(op, r))
+                    continue
+                # A stop closes every open fault of its kind (a stop for a fault that
+                # never started closes nothing); a heal closes all, or its kind's.
+                if action == STOP or (action == HEAL and kind is not None):
+                    closing = open_by_kind.pop(kind, [])
+                elif action == HEAL:
+                    closing = [flt for flts in open_by_kind.values() for flt in flts]
+                    open_by_kind.clear()
                 else:
-                    self.events.append({"time": end, "op": op})
+                    closing = []
+                for flt in closing:
+                    flt["end"] = end
+                self.events.append({"time": end, "op": op})
         self.event_times = [e["time"] for e in self.events]
 
     def _open(self, op: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:

@@ -1,13 +1,11 @@
 """Fault intervals derived from the nemesis ops of a history.
 
-An invoke of a start-like op (``start-partition``, ``kill``, ``pause``,
-``bump-clock``, ``strobe-clock``, ``start-<kind>``) opens an interval of its
-fault kind on the nodes in ``value["nodes"]``; the matching stop op
-(``stop-partition``, ``start``/``restart``, ``resume``, ``reset-clock``,
-``stop-<kind>``) closes it on those nodes, and ``heal`` closes everything (or
-only ``value["fault"]`` when given). A nemesis value may carry ``fault`` (the
-kind's name) and ``color``: both win over the built-in guesses. An interval
-still open at the end of the history ends with it.
+Which ops start, stop or heal a fault is ``harness.faultops.classify``. A
+start opens an interval of its kind on the nodes in ``value["nodes"]``, the
+matching stop closes it on those nodes, and a heal closes everything (or only
+``value["fault"]``). A nemesis value may carry ``fault`` (the kind's name) and
+``color``: both win over the built-in guesses. An interval still open at the
+end of the history ends with it.
 """
 from __future__ import annotations
 
@@ -16,6 +14,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from harness.faultops import classify
 from harness.history import INVOKE, NEMESIS, Op
 
 # Default palette by fault kind (also used for the legend chips in the HTML).
@@ -26,12 +25,6 @@ PALETTE: dict[str, str] = {
     "clock": "#2f9e44",
 }
 _EXTRA = ["#7048e8", "#f08c00", "#0c8599", "#66a80f", "#862e9c", "#5c7cfa", "#a61e4d", "#495057"]
-
-START_OPS = {"start-partition": "partition", "kill": "kill", "pause": "pause",
-             "bump-clock": "clock", "strobe-clock": "clock"}
-STOP_OPS = {"stop-partition": "partition", "start": "kill", "restart": "kill",
-            "resume": "pause", "reset-clock": "clock"}
-HEAL_OPS = {"heal", "heal-all", "stop-all"}
 
 _HEX = re.compile(r"^#(?:[0-9a-fA-F]{3}|[0-9a-fA-F]{6})$")
 
@@ -59,39 +52,6 @@ def default_color(kind: str) -> str:
     if kind in PALETTE:
         return PALETTE[kind]
     return _EXTRA[zlib.crc32(kind.encode("utf-8")) % len(_EXTRA)]
-
-
-def _norm_kind(s: str) -> str:
-    s = s.lower()
-    for key, kind in (("partition", "partition"), ("clock", "clock"), ("kill", "kill"),
-                      ("crash", "kill"), ("pause", "pause")):
-        if key in s:
-            return kind
-    return s
-
-
-def classify(f: Any, value: Any) -> tuple[str | None, str | None]:
-    """(action, kind): action is "start", "stop", "heal" or None (not a fault
-    boundary); kind is None for a heal of everything."""
-    f = str(f) if f is not None else ""
-    fault = value.get("fault") if isinstance(value, dict) else None
-    fault = str(fault) if isinstance(fault, (str, int)) and str(fault) else None
-    if f in HEAL_OPS:
-        return "heal", fault
-    if f in STOP_OPS:
-        return "stop", fault or STOP_OPS[f]
-    if f in START_OPS:
-        return "start", fault or START_OPS[f]
-    for prefix in ("stop-", "end-", "heal-", "reset-", "resume-"):
-        if f.startswith(prefix):
-            return "stop", fault or _norm_kind(f[len(prefix):])
-    if f.startswith("start-"):
-        return "start", fault or _norm_kind(f[len("start-"):])
-    if fault:
-        return "start", fault
-    if "clock" in f:
-        return "start", "clock"
-    return None, None
 
 
 def _nodes(value: Any) -> set[str]:

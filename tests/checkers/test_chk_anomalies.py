@@ -138,10 +138,11 @@ def unknown_gap() -> History:
 def lost_write() -> History:
     h = History()
     h.sample({0: (1, [1, 2, 3])})
-    h.nemesis("start-partition", {"nodes": ["n1"], "fault": 1})
     h.nemesis("kill", {"nodes": ["n2"]})
+    h.nemesis("start", {"nodes": ["n2"]})
+    h.nemesis("start-partition", {"nodes": ["n1"], "fault": "partition"})
     sends(h, 0, 0, [(1, 0), (2, 1), (3, 2)])
-    h.nemesis("stop-partition", {"nodes": ["n1"], "fault": 1})
+    h.nemesis("stop-partition", {"nodes": ["n1"], "fault": "partition"})
     h.poll(5, {0: [(0, 1)]})
     h.poll(6, {0: [(2, 3)]})
     return h
@@ -238,7 +239,7 @@ def v_lost(r: Any) -> None:
     ctx = w["context"]
     assert [f["f"] for f in ctx["faults"]] == ["start-partition"]
     assert ctx["faults"][0]["healed_time"] is not None
-    assert [e["f"] for e in ctx["recent_nemesis"]] == ["kill"]
+    assert [e["f"] for e in ctx["recent_nemesis"]] == ["start"]
     assert ctx["sample"]["leader"] == 1 and ctx["sample"]["isr"] == [1, 2, 3]
 
 
