@@ -1,10 +1,15 @@
 """How often kchaos finds acknowledged-write loss where it exists, and never where it doesn't.
 
 Runs each scenario in examples/ N times and prints, per scenario: runs that
-were invalid, the anomaly types seen (runs each appeared in), and the mean
-time from the first fault to the first lost write (by acknowledgement time).
+were invalid, runs with lost writes, runs whose loss the checker attributed to
+an unclean election, the anomaly types seen (runs each appeared in), the
+median lost-write count, and the mean time from the first fault to the first
+lost write (by acknowledgement time). Every run's line also goes to
+``<store>/detection.jsonl`` as it ends, so an interrupted bench keeps its
+figures; ``--summarize`` prints the table again from the stored run folders.
 
     .venv/bin/python bench/detection_rate.py [--runs 10] [--time-limit 120] [scenario ...]
+    .venv/bin/python bench/detection_rate.py --summarize [scenario ...]
 """
 from __future__ import annotations
 
@@ -12,8 +17,10 @@ import argparse
 import json
 import statistics
 import sys
-from collections import Counter
+import time
+from collections import Counter, defaultdict
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -23,11 +30,11 @@ from harness.history import read_history  # noqa: E402
 from harness.runner import Run  # noqa: E402
 
 SCENARIOS = ("unclean-election", "acks1-isolated-leader", "safe", "clock-skew")
+EXPECTED = {"unclean-election": False, "acks1-isolated-leader": False, "safe": True}
 
 
-def first_fault_to_first_loss(run_dir: Path) -> float | None:
+def first_fault_to_first_loss(run_dir: Path, results: dict[str, Any]) -> float | None:
     """Seconds from the first nemesis op to the acknowledgement of the earliest lost write."""
-    results = json.loads((run_dir / "results.json").read_text())
     lost = {(w["partition"], v) for w in results["anomalies"].get("lost-write", {}).get("witnesses", [])
             for v in w.get("values", [])}
     if not lost:
@@ -44,43 +51,86 @@ def first_fault_to_first_loss(run_dir: Path) -> float | None:
     return (first_loss - first_fault) / 1e9
 
 
+def describe(scenario: str, run_dir: Path) -> dict[str, Any]:
+    """One run's figures, from its folder."""
+    results = json.loads((run_dir / "results.json").read_text())
+    config = json.loads((run_dir / "config.json").read_text())
+    counts = {k: int(v.get("count", 0) or 0) for k, v in results.get("anomalies", {}).items()
+              if not v.get("allowed")}
+    return {"scenario": scenario, "run_dir": str(run_dir), "seed": config.get("seed"),
+            "kafka_version": config.get("kafka_version"), "valid": results.get("valid"),
+            "anomalies": {k: c for k, c in counts.items() if c > 0},
+            "unclean_elections": len(results.get("unclean_elections") or []),
+            "attributed": any((e.get("lost_writes") or 0) > 0 for e in results.get("unclean_elections") or []),
+            "acknowledged": results.get("stats", {}).get("acknowledged"),
+            "fault_to_loss_s": first_fault_to_first_loss(run_dir, results)}
+
+
+def table(rows: list[dict[str, Any]]) -> None:
+    by: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        by[r["scenario"]].append(r)
+    print(f"{'scenario':<22} {'runs':>4} {'invalid':>7} {'valid':>5} {'unknown':>7} {'lost-write':>10} "
+          f"{'attributed':>10} {'median lost':>11} {'fault->loss s':>13}  anomaly types (runs)")
+    for name, rs in by.items():
+        verdicts = Counter("invalid" if r["valid"] is False else "valid" if r["valid"] is True else "unknown"
+                           for r in rs)
+        types = Counter(k for r in rs for k in r["anomalies"])
+        lost = [r["anomalies"]["lost-write"] for r in rs if "lost-write" in r["anomalies"]]
+        delays = [r["fault_to_loss_s"] for r in rs if r["fault_to_loss_s"] is not None]
+        print(f"{name:<22} {len(rs):>4} {verdicts['invalid']:>7} {verdicts['valid']:>5} {verdicts['unknown']:>7} "
+              f"{len(lost):>10} {sum(r['attributed'] for r in rs):>10} "
+              f"{(f'{statistics.median(lost):.0f}' if lost else '-'):>11} "
+              f"{(f'{statistics.mean(delays):.1f}' if delays else '-'):>13}  "
+              f"{', '.join(f'{k} ({c})' for k, c in types.most_common()) or 'none'}")
+    for name, rs in by.items():
+        expected = EXPECTED.get(name, True)   # a scenario with no expectation: show what was not valid
+        for r in rs:
+            if r["valid"] is not expected:
+                print(f"  {name}: valid={r['valid']} seed {r['seed']} {r['anomalies']} ({r['run_dir']})")
+
+
+def stored_runs(store: Path, scenarios: list[str]) -> list[dict[str, Any]]:
+    rows = []
+    for name in scenarios:
+        for run_dir in sorted(p for p in (store / name).glob("*") if p.is_dir() and not p.is_symlink()):
+            if (run_dir / "results.json").exists():
+                rows.append(describe(name, run_dir))
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("scenarios", nargs="*", default=list(SCENARIOS))
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--time-limit", type=float, default=120.0)
     ap.add_argument("--store", default="store/detection")
+    ap.add_argument("--summarize", action="store_true", help="print the table from stored runs; run nothing")
     args = ap.parse_args()
+    store = Path(args.store)
+    if args.summarize:
+        table(stored_runs(store, args.scenarios))
+        return
+    store.mkdir(parents=True, exist_ok=True)
     rows = []
     for name in args.scenarios:
-        verdicts: Counter[str] = Counter()
-        types: Counter[str] = Counter()
-        delays: list[float] = []
-        folders = []
         for i in range(args.runs):
             cfg = load(ROOT / "examples" / f"{name}.toml")
             cfg.time_limit = args.time_limit
-            cfg.store = args.store
+            cfg.store = str(store)
             cfg.seed = None
+            started = time.monotonic()
             outcome = Run(validate(cfg)).execute()
-            folders.append(outcome.run_dir)
-            verdicts[str(outcome.verdict)] += 1
-            results = json.loads((outcome.run_dir / "results.json").read_text())
-            for kind, entry in results.get("anomalies", {}).items():
-                if entry.get("count", 0) > 0 and not entry.get("allowed"):
-                    types[kind] += 1
-            delay = first_fault_to_first_loss(outcome.run_dir)
-            if delay is not None:
-                delays.append(delay)
-            print(f"{name} run {i + 1}/{args.runs}: {outcome.verdict} ({outcome.run_dir})", flush=True)
-        rows.append((name, verdicts, types, delays, folders))
+            row = describe(name, outcome.run_dir)
+            row["wall_s"] = round(time.monotonic() - started, 1)
+            rows.append(row)
+            with (store / "detection.jsonl").open("a", encoding="utf-8") as f:
+                f.write(json.dumps(row) + "\n")
+            print(f"{name} run {i + 1}/{args.runs}: valid={row['valid']} {row['anomalies']} "
+                  f"attributed={row['attributed']} seed={row['seed']} {row['wall_s']} s ({outcome.run_dir})",
+                  flush=True)
     print()
-    print(f"{'scenario':<24} {'invalid':>9} {'valid':>7} {'unknown':>8}  {'fault->loss s':>13}  anomaly types (runs)")
-    for name, verdicts, types, delays, _ in rows:
-        n = sum(verdicts.values())
-        mean = f"{statistics.mean(delays):.1f}" if delays else "-"
-        kinds = ", ".join(f"{k} ({c})" for k, c in types.most_common()) or "none"
-        print(f"{name:<24} {verdicts['False']:>4}/{n:<4} {verdicts['True']:>7} {verdicts['unknown']:>8}  {mean:>13}  {kinds}")
+    table(rows)
 
 
 if __name__ == "__main__":

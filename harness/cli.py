@@ -111,8 +111,7 @@ def cluster_status_cmd(name: str, topic: str | None) -> None:
 def cluster_down_cmd(name: str) -> None:
     """Remove the cluster's containers and network."""
     from harness.cluster import cluster_down
-    containers, networks = cluster_down(name)
-    console.print(f"removed {containers} containers and {networks} networks")
+    console.print(cluster_down(name))
 
 
 @app.command("clean")

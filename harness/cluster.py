@@ -109,12 +109,16 @@ def kept_clusters() -> frozenset[str]:
     return frozenset(p.stem for p in d.glob("*.json")) if d.exists() else frozenset()
 
 
-def cluster_down(name: str = DEFAULT_CLUSTER) -> tuple[int, int]:
+def cluster_down(name: str = DEFAULT_CLUSTER) -> str:
+    """Take the cluster down; says what was done, in a sentence for the user."""
     (_kept_dir() / f"{name}.json").unlink(missing_ok=True)
     if _ssh_record(name).exists():
-        cluster_attach(name).down()
-        return 0, 0
-    return docker_backend.destroy(name)
+        handle = cluster_attach(name)
+        handle.down()
+        return (f"stopped the brokers and healed faults on {len(handle.kafka.nodes)} SSH hosts "
+                "(their data and logs stay)")
+    containers, networks = docker_backend.destroy(name)
+    return f"removed {containers} containers and {networks} networks"
 
 
 def clean_all(name: str | None = None) -> tuple[int, int]:

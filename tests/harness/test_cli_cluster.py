@@ -44,7 +44,7 @@ def test_up_status_down_on_kafka_4_0():
         assert status.stdout.count("running") == 3 and "active" in status.stdout
     finally:
         down = kchaos("cluster", "down", "--name", name)
-    assert down.returncode == 0
+    assert down.returncode == 0 and "removed 3 containers and 1 networks" in down.stdout, down.stdout
     assert labelled(name) == ([], [])
     gone = kchaos("cluster", "status", "--name", name)
     assert_one_line_error(gone, 64, "no kchaos cluster named")
