@@ -12,10 +12,7 @@ from pathlib import Path
 
 import pytest
 
-try:
-    from reports_cdp import Browser, find_chromium
-except ImportError:  # tests/reports collected as a package
-    from .reports_cdp import Browser, find_chromium
+from reports.browser import Browser, find_chromium
 
 pytestmark = pytest.mark.browser
 
@@ -84,15 +81,6 @@ def shot_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("screenshots")
 
 
-def _load(b: Browser, url: str) -> int:
-    """Navigate and wait for the load event; returns where this page's events start."""
-    start = len(b.events)
-    b.send("Page.navigate", {"url": url})
-    b.wait_event("Page.loadEventFired", since=start)
-    b.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
-    return start
-
-
 @pytest.mark.parametrize("kind", list(EXPECT))
 def test_report_in_chromium(kind, rendered, browser, shot_dir):
     if browser is None:
@@ -101,7 +89,7 @@ def test_report_in_chromium(kind, rendered, browser, shot_dir):
                     "KCHAOS_CHROMIUM at a Chromium binary)", pytrace=False)
     report = (rendered[kind] / "report.html").resolve()
     url = report.as_uri()
-    start = _load(browser, url)
+    start = browser.load(url)
     info = browser.evaluate(PROBE)
     events = browser.events[start:]
 

@@ -1,11 +1,15 @@
 """A minimal Chrome DevTools Protocol client over ``--remote-debugging-pipe``.
 
+Used to look at reports as a user's browser shows them: the browser tests and
+``scripts/report_screenshot.py``.
+
 Standard library only: Chromium reads commands from fd 3 and writes replies
 and events to fd 4, each message a JSON object terminated by a NUL byte. No
 port, no websocket, no chromedriver.
 """
 from __future__ import annotations
 
+import base64
 import fcntl
 import json
 import os
@@ -148,6 +152,14 @@ class Browser:
                                  session=None)["sessionId"]
         return self.session
 
+    def load(self, url: str) -> int:
+        """Navigate and wait for the load event and two frames; returns where this page's events start."""
+        start = len(self.events)
+        self.send("Page.navigate", {"url": url})
+        self.wait_event("Page.loadEventFired", since=start)
+        self.evaluate("new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
+        return start
+
     def evaluate(self, expression: str) -> Any:
         r = self.send("Runtime.evaluate", {"expression": expression, "returnByValue": True,
                                            "awaitPromise": True})
@@ -155,15 +167,18 @@ class Browser:
             raise CDPError(f"evaluate failed: {r['exceptionDetails']}")
         return r["result"].get("value")
 
-    def screenshot(self, path: Path, full_page: bool = True) -> Path:
+    def screenshot(self, path: Path, full_page: bool = True,
+                   clip: tuple[float, float, float, float] | None = None) -> Path:
+        """The viewport, the whole page, or ``clip`` = (x, y, width, height) in page pixels."""
         params: dict[str, Any] = {"format": "png"}
-        if full_page:
+        if clip is None and full_page:
             m = self.send("Page.getLayoutMetrics")
             size = m.get("cssContentSize") or m["contentSize"]
-            params["clip"] = {"x": 0, "y": 0, "width": size["width"], "height": min(size["height"], 16000),
-                              "scale": 1}
+            clip = (0, 0, size["width"], min(size["height"], 16000))
+        if clip is not None:
+            x, y, w, h = clip
+            params["clip"] = {"x": x, "y": y, "width": w, "height": h, "scale": 1}
             params["captureBeyondViewport"] = True
-        import base64
         data = base64.b64decode(self.send("Page.captureScreenshot", params)["data"])
         Path(path).write_bytes(data)
         return Path(path)
