@@ -138,3 +138,26 @@ def test_report_in_chromium(kind, rendered, browser, shot_dir):
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
     print(f"screenshot: {png}")
+
+
+def test_report_screenshot_stacks_the_chosen_parts(rendered, tmp_path):
+    """scripts/report_screenshot.py: one PNG with each chosen part of the report, as Chromium draws it."""
+    import subprocess
+    import sys
+
+    from PIL import Image
+    script = Path(__file__).resolve().parents[2] / "scripts" / "report_screenshot.py"
+    out = tmp_path / "shot.png"
+    done = subprocess.run([sys.executable, str(script), str(rendered["invalid"]), str(out),
+                           "--part", "header", "--part", "#anomaly-lost-write", "--part", "#no-such-part"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "2 parts, 1 not in this report" in done.stdout
+    img = Image.open(out).convert("RGB")
+    assert img.width > 600 and img.height > 200
+    # the verdict badge's red is in the picture: the header was drawn, not a blank page
+    assert any(r > 150 and g < 80 and b < 80 for r, g, b in img.getdata())
+
+    missing = subprocess.run([sys.executable, str(script), str(tmp_path), str(out)],
+                             capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 64 and missing.stderr.count("\n") == 1 and "no report" in missing.stderr
