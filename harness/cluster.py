@@ -40,7 +40,7 @@ class ClusterHandle:
         elif self.backend == "ssh":
             # The hosts stay: brokers killed, faults healed; data and logs kept for a look.
             from infra import ssh_backend
-            ssh_backend.stop_hosts(self.kafka.nodes)
+            ssh_backend.stop_hosts(self.kafka.nodes, cluster=self.name)
             _ssh_record(self.name).unlink(missing_ok=True)
 
 
@@ -146,7 +146,7 @@ def _ssh_record(name: str) -> Path:
 
 def _cluster_up_ssh(name: str, inventory: str | Path | None, kafka_version: str,
                     settings: BrokerSettings | None, keep: bool, ready_timeout_s: float) -> ClusterHandle:
-    from infra import ssh_backend
+    from infra import ssh_backend, ssh_claim
     from infra.errors import UsageError
     if inventory is None:
         raise UsageError("the ssh backend needs an inventory file (--inventory FILE)")
@@ -155,6 +155,12 @@ def _cluster_up_ssh(name: str, inventory: str | Path | None, kafka_version: str,
     dist = resolve_kafka(kafka_version)
     inv = ssh_backend.load_inventory(inventory)
     nodes = ssh_backend.connect_all(inv)
+    try:
+        ssh_claim.claim_all(nodes, name, kept=lambda cluster: cluster in kept_clusters())
+    except BaseException:
+        for node in nodes:
+            node.close()
+        raise
     try:
         ssh_backend.reset_hosts(nodes)
         reports = ssh_backend.provision_all(nodes, dist)
@@ -165,7 +171,7 @@ def _cluster_up_ssh(name: str, inventory: str | Path | None, kafka_version: str,
         kafka = KafkaCluster(nodes, settings or BrokerSettings())
         kafka.setup(timeout_s=ready_timeout_s)
     except BaseException:
-        ssh_backend.stop_hosts(nodes)
+        ssh_backend.stop_hosts(nodes, cluster=name)
         _ssh_record(name).unlink(missing_ok=True)
         raise
     if keep:

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable, Sequence
 
+from infra import ssh_claim
 from infra.errors import KchaosError, NodeCommandError, NodeUnreachable, UsageError
 from infra.inventory import HostSpec, Inventory, InventoryError, load_inventory
 from infra.node import DEFAULT_TIMEOUT_S, CommandResult, checked, shell_join
@@ -630,13 +631,15 @@ def heal_node(node: SshNode, timeout_s: float = 60.0) -> None:
 
 def heal_hosts(inventory: Inventory | str | Path) -> dict[str, str]:
     """What `kchaos clean --inventory` does: on every host, kill the broker, remove
-    the KCHAOS iptables chain and reset the clock file to +0s. Hosts that cannot be
+    the KCHAOS iptables chain, reset the clock file to +0s and drop any cluster's
+    claim on the host. Hosts that cannot be
     reached are reported, not raised: {node: "ok" | error}."""
     nodes = nodes_for(inventory)
 
     def heal(node: SshNode) -> str:
         try:
             heal_node(node)
+            node.run(["sh", "-c", ssh_claim.release_script()])
             return "ok"
         except KchaosError as exc:
             return str(exc)
@@ -657,11 +660,14 @@ def reset_hosts(nodes: Sequence[SshNode]) -> None:
     _parallel(reset, nodes)
 
 
-def stop_hosts(nodes: Sequence[SshNode]) -> dict[str, str]:
-    """A cluster's end on SSH hosts: brokers killed, faults healed, data kept for a look."""
+def stop_hosts(nodes: Sequence[SshNode], cluster: str | None = None) -> dict[str, str]:
+    """A cluster's end on SSH hosts: brokers killed, faults healed, data kept for a
+    look, and (given the cluster's name) the hosts' claim given back."""
     def stop(node: SshNode) -> str:
         try:
             heal_node(node)
+            if cluster is not None:
+                ssh_claim.release(node, cluster)
             return "ok"
         except KchaosError as exc:
             log.warning("stopping %s failed: %s", node.name, exc)

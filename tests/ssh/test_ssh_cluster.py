@@ -11,6 +11,7 @@ import pytest
 
 from broker.config import FAKETIME_FILE
 from infra.ssh_backend import KAFKA_LIB, provision
+from infra.ssh_claim import CLAIM_DIR
 
 pytestmark = pytest.mark.cluster
 
@@ -63,6 +64,7 @@ def test_a_short_run_with_partitions_over_ssh(ssh_env, inventory, tmp_path):
         assert node.run(["pgrep", "-f", PROCESS_PATTERN], check=False).exit == 1
         assert chain_rules(node) is None
         assert node.run(["cat", FAKETIME_FILE]).out == "+0s\n"
+        assert node.run(["test", "-e", CLAIM_DIR], check=False).exit == 1, "the run gave its hosts back"
         node.close()
     print(f"ssh run took {took:.1f}s")
 
