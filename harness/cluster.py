@@ -156,7 +156,7 @@ def _cluster_up_ssh(name: str, inventory: str | Path | None, kafka_version: str,
     inv = ssh_backend.load_inventory(inventory)
     nodes = ssh_backend.connect_all(inv)
     try:
-        ssh_claim.claim_all(nodes, name, kept=lambda cluster: cluster in kept_clusters())
+        ssh_claim.claim_all(nodes, name, kept=kept_clusters())
     except BaseException:
         for node in nodes:
             node.close()

@@ -21,7 +21,7 @@ from typing import Sequence
 
 from infra.engine import docker_client
 from infra.errors import ClusterNotFound, NodeUnreachable, UsageError
-from infra.node import DEFAULT_TIMEOUT_S, CommandResult, checked
+from infra.node import DEFAULT_TIMEOUT_S, CommandResult, checked, pid_alive
 
 log = logging.getLogger(__name__)
 
@@ -241,16 +241,6 @@ def list_clusters() -> list[str]:
     return sorted({n.attrs["Labels"].get(LABEL_CLUSTER, "?") for n in (docker_client().networks.get(x.id) for x in nets)})
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-        return True
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-
-
 def destroy(cluster: str | None = None, only_dead_owners: bool = False,
             spare: frozenset[str] = frozenset()) -> tuple[int, int]:
     """Remove containers and networks of one cluster, or of all kchaos clusters.
@@ -269,7 +259,7 @@ def destroy(cluster: str | None = None, only_dead_owners: bool = False,
         if labels.get(LABEL_CLUSTER) in spare:
             return False
         try:
-            return not _pid_alive(int(labels.get(LABEL_PID, "0")))
+            return not pid_alive(int(labels.get(LABEL_PID, "0")))
         except ValueError:
             return True
 

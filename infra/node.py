@@ -7,6 +7,7 @@ is ``shell_join`` below, used by backends that must hand a string to a shell.
 """
 from __future__ import annotations
 
+import os
 import shlex
 import subprocess
 from dataclasses import dataclass
@@ -58,6 +59,18 @@ class Node(Protocol):
     def get(self, remote: str, local: Path) -> None:
         """Copy a file from the node to a local path."""
         ...
+
+
+def pid_alive(pid: int) -> bool:
+    """Is a process with this pid alive on this machine (the harness's)?
+    One we may not signal is alive: it is not ours to call dead."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
 
 
 def shell_join(argv: Sequence[str]) -> str:

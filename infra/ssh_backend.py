@@ -639,7 +639,7 @@ def heal_hosts(inventory: Inventory | str | Path) -> dict[str, str]:
     def heal(node: SshNode) -> str:
         try:
             heal_node(node)
-            node.run(["sh", "-c", ssh_claim.release_script()])
+            ssh_claim.drop(node)
             return "ok"
         except KchaosError as exc:
             return str(exc)

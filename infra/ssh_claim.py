@@ -18,10 +18,11 @@ import json
 import os
 import socket
 import time
-from typing import Any, Callable, Sequence
+from collections.abc import Set
+from typing import Any, Sequence
 
 from infra.errors import UsageError
-from infra.node import Node, shell_join
+from infra.node import Node, pid_alive
 
 CLAIM_DIR = "/var/lib/kchaos-claim"
 OWNER_FILE = f"{CLAIM_DIR}/owner"
@@ -36,22 +37,17 @@ def owner_record(cluster: str) -> dict[str, Any]:
             "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
 
-def _pid_alive(pid: Any) -> bool:
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, TypeError, ValueError, OverflowError):
-        return True   # someone else's process, or an owner we cannot read: not ours to take
-    return True
-
-
-def is_stale(owner: dict[str, Any] | None, kept: Callable[[str], bool]) -> bool:
-    """May a new cluster take over this claim? Only when its owner is provably gone."""
+def is_stale(owner: dict[str, Any] | None, kept: Set[str]) -> bool:
+    """May a new cluster take over this claim? Only when its owner is provably
+    gone (the same rule ``docker_backend.destroy`` applies to dead runs' containers)."""
     if owner is None:
         return True   # a claim with no readable owner: a harness died between mkdir and write
-    return (owner.get("harness") == socket.gethostname() and not _pid_alive(owner.get("pid"))
-            and not kept(str(owner.get("cluster"))))
+    try:
+        pid = int(owner.get("pid"))
+    except (TypeError, ValueError):
+        return False  # an owner we cannot read is not ours to take
+    return owner.get("harness") == socket.gethostname() and not pid_alive(pid) \
+        and str(owner.get("cluster")) not in kept
 
 
 def _read_owner(node: Node) -> dict[str, Any] | None:
@@ -65,35 +61,42 @@ def _read_owner(node: Node) -> dict[str, Any] | None:
     return owner if isinstance(owner, dict) else None
 
 
-def _write_owner(node: Node, owner: dict[str, Any]) -> None:
-    node.run(["sh", "-c", f"mkdir -p {CLAIM_DIR} && cat > {OWNER_FILE}"],
-             stdin=json.dumps(owner).encode())
+def _write_owner(node: Node, owner: dict[str, Any], create: bool) -> bool:
+    """Write the owner file; with ``create``, only if the claim folder did not
+    exist yet (``mkdir`` is the atomic test). Returns whether it was written;
+    a take-over (not ``create``) that cannot write raises."""
+    mkdir = "mkdir" if create else "mkdir -p"
+    return node.run(["sh", "-c", f"{mkdir} {CLAIM_DIR} && cat > {OWNER_FILE}"],
+                    stdin=json.dumps(owner).encode(), check=not create).exit == 0
 
 
-def claim(node: Node, owner: dict[str, Any], kept: Callable[[str], bool]) -> None:
+def claim(node: Node, owner: dict[str, Any], kept: Set[str]) -> None:
     """Claim one host for ``owner``, taking over a stale claim; raises HostsInUse."""
-    if node.run(["mkdir", CLAIM_DIR], check=False).exit == 0:
-        _write_owner(node, owner)
+    if _write_owner(node, owner, create=True):
         return
     held = _read_owner(node)
-    if held is not None and held.get("cluster") == owner["cluster"] and held.get("harness") == owner["harness"] \
-            and held.get("pid") == owner["pid"]:
+    if held is not None and all(held.get(k) == owner[k] for k in ("cluster", "harness", "pid")):
         return
     if not is_stale(held, kept):
         raise HostsInUse(f"{node.name} is in use by kchaos cluster {held.get('cluster')!r} "
                          f"(pid {held.get('pid')} on {held.get('harness')}, since {held.get('since')}); "
                          "wait for it to end, or free the hosts with: kchaos clean --inventory FILE")
-    _write_owner(node, owner)
+    _write_owner(node, owner, create=False)
+
+
+def drop(node: Node, check: bool = True) -> None:
+    """Remove the host's claim, whoever holds it (``kchaos clean --inventory``)."""
+    node.run(["rm", "-rf", CLAIM_DIR], check=check)
 
 
 def release(node: Node, cluster: str) -> None:
     """Give a host back, if this cluster still holds it."""
     held = _read_owner(node)
     if held is None or held.get("cluster") == cluster:
-        node.run(["rm", "-rf", CLAIM_DIR], check=False)
+        drop(node, check=False)
 
 
-def claim_all(nodes: Sequence[Node], cluster: str, kept: Callable[[str], bool]) -> None:
+def claim_all(nodes: Sequence[Node], cluster: str, kept: Set[str]) -> None:
     """All hosts or none: on a refusal, the hosts already claimed are given back."""
     owner = owner_record(cluster)
     done: list[Node] = []
@@ -105,8 +108,3 @@ def claim_all(nodes: Sequence[Node], cluster: str, kept: Callable[[str], bool]) 
         for node in done:
             release(node, cluster)
         raise
-
-
-def release_script() -> str:
-    """For ``kchaos clean --inventory``: the claim goes whoever holds it."""
-    return f"rm -rf {shell_join([CLAIM_DIR])}"
