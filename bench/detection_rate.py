@@ -28,6 +28,7 @@ sys.path.insert(0, str(ROOT))
 from harness.config import load, validate  # noqa: E402
 from harness.history import read_history  # noqa: E402
 from harness.runner import Run  # noqa: E402
+from reports.load import anomaly_rows, verdict_of  # noqa: E402
 
 SCENARIOS = ("unclean-election", "acks1-isolated-leader", "safe", "clock-skew")
 EXPECTED = {"unclean-election": False, "acks1-isolated-leader": False, "safe": True}
@@ -46,6 +47,8 @@ def first_fault_to_first_loss(run_dir: Path, results: dict[str, Any]) -> float |
         if op["f"] == "send" and op["type"] == "ok" and first_loss is None:
             if any((p, v) in lost for p, v, _ in op["value"]):
                 first_loss = op["time"]
+        if first_fault is not None and first_loss is not None:
+            break
     if first_fault is None or first_loss is None:
         return None
     return (first_loss - first_fault) / 1e9
@@ -55,11 +58,10 @@ def describe(scenario: str, run_dir: Path) -> dict[str, Any]:
     """One run's figures, from its folder."""
     results = json.loads((run_dir / "results.json").read_text())
     config = json.loads((run_dir / "config.json").read_text())
-    counts = {k: int(v.get("count", 0) or 0) for k, v in results.get("anomalies", {}).items()
-              if not v.get("allowed")}
+    counts = {row.type: row.count for row in anomaly_rows(results) if row.failing}
     return {"scenario": scenario, "run_dir": str(run_dir), "seed": config.get("seed"),
             "kafka_version": config.get("kafka_version"), "valid": results.get("valid"),
-            "anomalies": {k: c for k, c in counts.items() if c > 0},
+            "anomalies": counts,
             "unclean_elections": len(results.get("unclean_elections") or []),
             "attributed": any((e.get("lost_writes") or 0) > 0 for e in results.get("unclean_elections") or []),
             "acknowledged": results.get("stats", {}).get("acknowledged"),
@@ -73,8 +75,7 @@ def table(rows: list[dict[str, Any]]) -> None:
     print(f"{'scenario':<22} {'runs':>4} {'invalid':>7} {'valid':>5} {'unknown':>7} {'lost-write':>10} "
           f"{'attributed':>10} {'median lost':>11} {'fault->loss s':>13}  anomaly types (runs)")
     for name, rs in by.items():
-        verdicts = Counter("invalid" if r["valid"] is False else "valid" if r["valid"] is True else "unknown"
-                           for r in rs)
+        verdicts = Counter(verdict_of(r) for r in rs)
         types = Counter(k for r in rs for k in r["anomalies"])
         lost = [r["anomalies"]["lost-write"] for r in rs if "lost-write" in r["anomalies"]]
         delays = [r["fault_to_loss_s"] for r in rs if r["fault_to_loss_s"] is not None]

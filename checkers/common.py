@@ -220,7 +220,7 @@ def assemble(rf: RunFindings, settings: Settings, checker: dict[str, Any]) -> Ch
         for w in fnd.witnesses[: settings.max_witnesses]:
             ids = list(dict.fromkeys(w.op_ids))
             ops = [witness_op(rf.op_rows[i]) for i in ids if i in rf.op_rows]
-            first = witness_op(rf.op_rows[ids[0]]) if ids and ids[0] in rf.op_rows else None
+            first = ops[0] if ids and ids[0] in rf.op_rows else None
             witnesses.append({"partition": w.partition, "offsets": w.offsets, "values": w.values,
                               "ops": ops, "context": timeline.context(w.partition, first), **w.extra})
         entry = {"count": fnd.count, "allowed": typ in allowed, "reason": allowed.get(typ),

@@ -201,7 +201,7 @@ def lost_messages(run: Run) -> tuple[list[Msg], list[Msg]]:
             continue
         mr = run.max_read.get(m.partition)
         reached = m.offset is not None and mr is not None and mr[0] >= m.offset
-        (lost if reached or run.drain_complete(m.partition) else unseen).append(m)
+        (lost if reached else unseen).append(m)
     return lost, unseen
 
 

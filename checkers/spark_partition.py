@@ -25,11 +25,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .common import SKIPPED_LIMIT
+
 # per message
 ACK, OK_NO_OFFSET, FAIL, INFO, READ = 0, 1, 2, 3, 4
 # per (op, partition) row from Spark
 OK_SEND_OP, FAIL_SEND_OP, INFO_SEND_OP, READ_OP, DRAIN_READ_OP = 0, 2, 3, 4, 5
-SKIPPED_LIMIT = 10
 
 OUT_SCHEMA = pa.schema([
     ("what", pa.string()), ("type", pa.string()), ("run", pa.int32()), ("partition", pa.int32()),

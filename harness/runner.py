@@ -24,6 +24,7 @@ from typing import Any, Callable
 from harness import schedule
 from harness.cluster import ClusterHandle, cluster_up, mark_kept, sweep_dead_runs
 from harness.config import RunConfig
+from harness.faultops import HEAL, START, STOP, classify
 from harness.history import INFO, INVOKE, NEMESIS, SAMPLER, HistoryWriter
 from harness.store import attach_log_file, new_run_dir, write_json
 from infra.errors import KchaosError
@@ -319,11 +320,13 @@ class Run:
         except Exception as exc:
             log.warning("nemesis op %s failed: %s", op["f"], exc)
             done = {"type": INFO, "f": op["f"], "value": {**(op.get("value") or {}), "error": str(exc)}}
-        fault = (op.get("value") or {}).get("fault", op["f"])
-        if op["f"].startswith(("start", "kill", "pause", "bump", "strobe")) and op["f"] != "start":
-            self.active_faults[fault] = op["f"]
-        else:
-            self.active_faults.pop(fault, None)
+        action, kind = classify(op["f"], op.get("value"))
+        if action == START:
+            self.active_faults[kind] = op["f"]
+        elif action == STOP or (action == HEAL and kind is not None):
+            self.active_faults.pop(kind, None)
+        elif action == HEAL:
+            self.active_faults.clear()
         done = {k: v for k, v in done.items() if k not in ("index", "time", "process")}
         return self.recorder.append({"process": NEMESIS, **done, "type": INFO, "f": op["f"]})
 

@@ -173,8 +173,8 @@ def current_states(cluster: KafkaCluster, topic: str):
             states = cluster.authoritative_partition_states(topic, controller)
             if states is not None:
                 return states
-        except Exception:
-            pass
+        except Exception as exc:  # noqa: BLE001 - targeting a stale view beats not acting
+            log.debug("controller view of %s unavailable, using any broker's: %s", topic, exc)
     return cluster.partition_states(topic)
 
 

@@ -54,10 +54,10 @@ class FaultPackage:
         return {"f": self.stop_f, "value": {"fault": self.name}}
 
     def final_ops(self) -> list[Op]:
-        return [_copy(op) for op in self.final]
+        return [copy_op(op) for op in self.final]
 
 
-def _copy(op: Op) -> Op:
+def copy_op(op: Op) -> Op:
     return {"f": op["f"], "value": dict(op.get("value") or {})}
 
 

@@ -29,10 +29,10 @@ from typing import Any, Callable
 
 from nemesis import partition, process
 from nemesis.core import NemesisContext, Op, compose, completed, current_states, partition_leader
+from nemesis.packages import INDEX_RANGE, PACKAGES, copy_op
 
 AWAIT_ISR_SHRINK = "await-isr-shrink"
 AWAIT_NEW_LEADER = "await-new-leader"
-INDEX_RANGE = 840
 
 
 class AwaitNemesis:
@@ -51,6 +51,16 @@ class AwaitNemesis:
         states = current_states(self.ctx.cluster, self.ctx.topic)
         return next((s for s in states if s.partition == p), None)
 
+    def _await(self, p: int, reached: Callable[[Any], bool], deadline: float) -> tuple[Any, bool]:
+        """Poll the partition's state until ``reached(state)`` or the deadline."""
+        state = None
+        while time.monotonic() < deadline:
+            state = self._state(p)
+            if state and state.leader is not None and reached(state):
+                return state, True
+            time.sleep(0.5)
+        return state, False
+
     def invoke(self, op: Op) -> Op:
         value = dict(op.get("value") or {})
         timeout_s = float(value.get("timeout_s", 60))
@@ -59,30 +69,16 @@ class AwaitNemesis:
         deadline = started + timeout_s
         if op["f"] == AWAIT_ISR_SHRINK:
             self.last_leader[p] = leader
-            reached = False
-            state = None
-            while time.monotonic() < deadline:
-                state = self._state(p)
-                if state and state.leader is not None and list(state.isr) == [state.leader]:
-                    reached = True
-                    break
-                time.sleep(0.5)
+            state, reached = self._await(p, lambda s: list(s.isr) == [s.leader], deadline)
             if reached:
                 time.sleep(float(value.get("hold_s", 0)))
-            return completed(op, {**value, "partition": p, "leader": leader, "reached": reached,
-                                  "isr": list(state.isr) if state else None,
-                                  "waited_s": round(time.monotonic() - started, 2)})
-        previous = value.get("leader") or self.last_leader.get(p) or leader
-        state = None
-        while time.monotonic() < deadline:
-            state = self._state(p)
-            if state and state.leader is not None and f"n{state.leader}" != previous:
-                break
-            time.sleep(0.5)
-        new = f"n{state.leader}" if state and state.leader is not None else None
-        return completed(op, {**value, "partition": p, "previous_leader": previous, "leader": new,
-                              "reached": new not in (None, previous),
-                              "isr": list(state.isr) if state else None,
+            out = {"leader": leader, "reached": reached}
+        else:
+            previous = value.get("leader") or self.last_leader.get(p) or leader
+            state, _ = self._await(p, lambda s: f"n{s.leader}" != previous, deadline)
+            new = f"n{state.leader}" if state and state.leader is not None else None
+            out = {"previous_leader": previous, "leader": new, "reached": new not in (None, previous)}
+        return completed(op, {**value, "partition": p, **out, "isr": list(state.isr) if state else None,
                               "waited_s": round(time.monotonic() - started, 2)})
 
     def teardown(self) -> None:
@@ -136,18 +132,17 @@ class ScenarioPackage:
         return out
 
     def final_ops(self) -> list[Op]:
-        return [{"f": op["f"], "value": dict(op.get("value") or {})} for op in self.final]
+        return [copy_op(op) for op in self.final]
 
 
 SCENARIOS: dict[str, ScenarioPackage] = {
     "unclean-election": ScenarioPackage(
         "unclean-election", "#862e9c", unclean_election_cycle,
         lambda: compose([partition.PartitionNemesis(), process.KillNemesis(), AwaitNemesis()]),
-        ({"f": partition.STOP, "value": {"fault": "partition"}},
-         {"f": process.START, "value": {"fault": "kill", "target": "all"}}),
+        PACKAGES["partition"].final + PACKAGES["kill"].final,
         expected_cycle_s=45.0),
     "isolated-leader": ScenarioPackage(
         "isolated-leader", "#e8590c", isolated_leader_cycle, partition.PartitionNemesis,
-        ({"f": partition.STOP, "value": {"fault": "partition"}},),
+        PACKAGES["partition"].final,
         expected_cycle_s=25.0),
 }

@@ -146,10 +146,14 @@ class Browser:
         self._listeners.append(fn)
 
     # ---- page helpers ------------------------------------------------------
-    def open_page(self) -> str:
+    def open_page(self, viewport: tuple[int, int] | None = None) -> str:
+        """A page target to drive, optionally with a fixed CSS viewport (w, h) at scale 1."""
         target = self.send("Target.createTarget", {"url": "about:blank"}, session=None)["targetId"]
         self.session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True},
                                  session=None)["sessionId"]
+        if viewport is not None:
+            self.send("Emulation.setDeviceMetricsOverride",
+                      {"width": viewport[0], "height": viewport[1], "deviceScaleFactor": 1, "mobile": False})
         return self.session
 
     def load(self, url: str) -> int:

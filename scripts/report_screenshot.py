@@ -54,10 +54,8 @@ def main() -> int:
     ids = args.parts or list(DEFAULT_PARTS)
     parts: list[Image.Image] = []
     with Browser(binary) as b, tempfile.TemporaryDirectory() as tmp:
-        b.open_page()
+        b.open_page(viewport=(WIDTH, 900))
         b.send("Page.enable")
-        b.send("Emulation.setDeviceMetricsOverride",
-               {"width": WIDTH, "height": 900, "deviceScaleFactor": 1, "mobile": False})
         b.load(report.resolve().as_uri())
         for i, box in enumerate(b.evaluate(BOXES % json.dumps(ids))):
             if box is None:

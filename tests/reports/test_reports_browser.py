@@ -61,12 +61,10 @@ def browser():
         return
     b = Browser(binary)
     try:
-        b.open_page()
+        b.open_page(viewport=(1280, 900))
         for domain in ("Page", "Runtime", "Network", "Log"):
             b.send(f"{domain}.enable")
         b.send("Page.addScriptToEvaluateOnNewDocument", {"source": HOOK})
-        b.send("Emulation.setDeviceMetricsOverride",
-               {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False})
         yield b
     finally:
         b.close()
