@@ -26,8 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.config import load, validate  # noqa: E402
-from harness.history import read_history  # noqa: E402
-from harness.runner import Run  # noqa: E402
+from checkers.history import read_history  # noqa: E402
+from harness.runner import Runner  # noqa: E402
 from reports.load import anomaly_rows, verdict_of  # noqa: E402
 
 SCENARIOS = ("unclean-election", "acks1-isolated-leader", "safe", "clock-skew")
@@ -121,7 +121,7 @@ def main() -> None:
             cfg.store = str(store)
             cfg.seed = None
             started = time.monotonic()
-            outcome = Run(validate(cfg)).execute()
+            outcome = Runner(validate(cfg)).execute()
             row = describe(name, outcome.run_dir)
             row["wall_s"] = round(time.monotonic() - started, 1)
             rows.append(row)

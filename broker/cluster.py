@@ -9,15 +9,14 @@ from __future__ import annotations
 import json
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 from broker.config import BROKER_PORT, DATA_DIR, broker_id, new_cluster_id
 from broker.lifecycle import Broker, BrokerSettings
 from infra.errors import BrokerNotReady, KchaosError, UsageError
-from infra.node import Node
+from infra.node import Node, parallel
 
 log = logging.getLogger(__name__)
 
@@ -35,12 +34,6 @@ class PartitionState:
     isr: tuple[int, ...]
     replicas: tuple[int, ...]
     epoch: int | None = None
-
-
-def _parallel(fn, items: Iterable):
-    items = list(items)
-    with ThreadPoolExecutor(max_workers=max(1, len(items))) as pool:
-        return list(pool.map(fn, items))
 
 
 class KafkaCluster:
@@ -73,8 +66,8 @@ class KafkaCluster:
             b.configure(voters)
             b.format(cluster_id)
 
-        _parallel(prepare, self.brokers.values())
-        _parallel(lambda b: b.start(), self.brokers.values())
+        parallel(prepare, self.brokers.values())
+        parallel(lambda b: b.start(), self.brokers.values())
         self.wait_ready(timeout_s)
         return cluster_id
 
@@ -83,7 +76,7 @@ class KafkaCluster:
         """Each broker logged that it started, and the admin API lists every broker."""
         names = list(names) if names else [n.name for n in self.nodes]
         deadline = time.monotonic() + timeout_s
-        _parallel(lambda name: self.brokers[name].wait_started(
+        parallel(lambda name: self.brokers[name].wait_started(
             timeout_s, (previous_starts or {}).get(name, 0)), names)
         want = {broker_id(n.name) for n in self.nodes}
         seen: set[int] = set()
@@ -111,10 +104,10 @@ class KafkaCluster:
         b.wait_started(timeout_s, starts)
 
     def teardown(self) -> None:
-        _parallel(lambda b: b.kill(), self.brokers.values())
+        parallel(lambda b: b.kill(), self.brokers.values())
 
     def collect_logs(self, dest: Path) -> None:
-        _parallel(lambda b: b.collect_logs(dest / b.name), self.brokers.values())
+        parallel(lambda b: b.collect_logs(dest / b.name), self.brokers.values())
 
     # -- admin API -----------------------------------------------------------
     def admin(self, timeout_s: float = 5.0):
@@ -201,7 +194,7 @@ class KafkaCluster:
                 return node.name, json.loads(res.out) if res.exit == 0 and res.out.strip() else None
             except Exception:
                 return node.name, None
-        return {name: st for name, st in _parallel(read, self.nodes) if st}
+        return {name: st for name, st in parallel(read, self.nodes) if st}
 
     def active_controller(self) -> int | None:
         """The quorum leader with the highest epoch any node knows, if it is alive."""

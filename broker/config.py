@@ -6,6 +6,7 @@ front. Every property can be overridden from the run config.
 from __future__ import annotations
 
 import base64
+import posixpath
 import random
 import uuid
 from typing import Mapping, Sequence
@@ -16,6 +17,9 @@ DATA_DIR = "/var/lib/kafka/data"
 LOG_DIR = "/var/log/kafka"
 CONFIG_PATH = "/etc/kafka/server.properties"
 FAKETIME_FILE = "/etc/kchaos/faketime"
+# Every folder the broker (and the clock nemesis) writes on its node: what a
+# freshly provisioned host must have before the first broker starts.
+NODE_DIRS = (posixpath.dirname(CONFIG_PATH), DATA_DIR, LOG_DIR, posixpath.dirname(FAKETIME_FILE))
 
 
 def broker_id(node_name: str) -> int:

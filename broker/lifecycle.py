@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from broker.config import CONFIG_PATH, DATA_DIR, FAKETIME_FILE, LOG_DIR, render_properties
+from infra.distribution import KAFKA_LIB, KAFKA_LOG4J_CONFIG
 from infra.errors import BrokerNotReady, NodeCommandError
 from infra.node import Node, shell_join
 
 log = logging.getLogger(__name__)
 
-KAFKA_HOME = "/opt/kafka"
 STDOUT_LOG = f"{LOG_DIR}/kafka.out"
 SERVER_LOG = f"{LOG_DIR}/server.log"
 PROCESS_PATTERN = "kafka[.]Kafka " + CONFIG_PATH
@@ -36,7 +36,7 @@ class BrokerSettings:
 
 def _java(node_classpath: str, main: str, *args: str, heap: str = "256m") -> list[str]:
     return ["java", f"-Xmx{heap}", "-Xss1m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
-            f"-Dlog4j2.configurationFile={KAFKA_HOME}/config/log4j2.xml", f"-Dkafka.logs.dir={LOG_DIR}",
+            f"-Dlog4j2.configurationFile={KAFKA_LOG4J_CONFIG}", f"-Dkafka.logs.dir={LOG_DIR}",
             "-cp", node_classpath, main, *args]
 
 
@@ -73,7 +73,7 @@ class Broker:
         args = ["format", "-t", cluster_id, "-c", CONFIG_PATH, "--ignore-formatted"]
         for feature, level in sorted(self.settings.features.items()):
             args += ["--feature", f"{feature}={level}"]
-        res = self.node.run(_java(f"{KAFKA_HOME}/lib/*", "kafka.tools.StorageTool", *args), timeout=120, check=False)
+        res = self.node.run(_java(f"{KAFKA_LIB}/*", "kafka.tools.StorageTool", *args), timeout=120, check=False)
         if res.exit != 0:
             raise BrokerNotReady(f"{self.name}: formatting storage failed: {first_error_line(res.out + res.err)}")
 
@@ -94,8 +94,8 @@ class Broker:
                        "FAKETIME_CACHE_DURATION=1 DONT_FAKE_MONOTONIC=1 FAKETIME_FORCE_MONOTONIC_FIX=0 ")
         java = ["java", f"-Xmx{self.settings.heap}", f"-Xms{self.settings.heap}", "-XX:+UseG1GC",
                 "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
-                f"-Dlog4j2.configurationFile={KAFKA_HOME}/config/log4j2.xml", f"-Dkafka.logs.dir={LOG_DIR}",
-                "-cp", f"{KAFKA_HOME}/lib/*", "kafka.Kafka", CONFIG_PATH]
+                f"-Dlog4j2.configurationFile={KAFKA_LOG4J_CONFIG}", f"-Dkafka.logs.dir={LOG_DIR}",
+                "-cp", f"{KAFKA_LIB}/*", "kafka.Kafka", CONFIG_PATH]
         script = f"echo \"--- start $(date -u +%FT%TZ)\" >> {STDOUT_LOG}; exec env {preload}{shell_join(java)} >> {STDOUT_LOG} 2>&1"
         self.node.run(["setsid", "sh", "-c", script], detach=True, env=env)
         deadline = time.monotonic() + 10

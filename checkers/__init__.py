@@ -1,4 +1,5 @@
 """Checkers: decide from a history whether Kafka kept its promises.
+Imports nothing from harness, nemesis, broker or infra: a stored history is all they read.
 
 Entry points:
 
@@ -25,7 +26,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from harness.history import HistoryFormatError
+from .history import HistoryFormatError
 
 from .common import RunFindings, Settings, assemble, crashed, summary
 from .load import history_to_parquet, is_parquet, iter_parquet_rows, read_paired_ops

@@ -13,27 +13,9 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.faultops import HEAL, START, STOP, classify
-
+from .history import SAMPLER, START, FaultTracker, NemesisOp, fault_boundary
 from .model import witness_op
-from .result import ANOMALY_TYPES, CheckResult
-
-DESCRIPTIONS = {
-    "inconsistent-offset": "one partition offset associated with two or more different values (acks and reads)",
-    "duplicate": "one value of a partition found at two or more offsets",
-    "nonlinearizable-offset": "send A was acknowledged before send B was invoked, same partition, "
-                              "yet offset(A) >= offset(B)",
-    "nonmonotonic-send": "successive acknowledged sends of one process to a partition did not get increasing offsets",
-    "nonmonotonic-poll": "successive reads of one consumer of a partition, within one assignment, "
-                         "did not have increasing offsets",
-    "poll-skip": "a consumer's successive reads of a partition, within one assignment, jumped over "
-                 "offsets known to hold values",
-    "lost-write": "an acknowledged send never read, although reads of its partition reached its offset "
-                  "or the final drain completed",
-    "unseen": "an acknowledged send never read, and no read of its partition reached its offset",
-    "phantom-write": "a send that failed (certainly did not happen) whose value was read",
-    "unclean-election": "a partition leader changed to a broker that was not in the last observed ISR",
-}
+from .result import ANOMALY_TYPES, DESCRIPTIONS, CheckResult
 
 DEFAULT_ALLOWED = {"unseen": "informational: nothing read reached these offsets"}
 SUBSCRIBE_ALLOWED = {
@@ -140,38 +122,27 @@ class Timeline:
 
     def __init__(self, control_rows: list[dict[str, Any]]):
         rows = sorted(control_rows, key=lambda r: r["invoke_index"])
-        self.faults: list[dict[str, Any]] = []    # {"start", "end", "op"}
-        self.events: list[dict[str, Any]] = []    # unpaired nemesis ops
+        self.events: list[dict[str, Any]] = []    # nemesis ops that start no fault
         self.samples: dict[int, tuple[list[int], list[dict[str, Any]]]] = {}
-        open_by_kind: dict[str, list[dict[str, Any]]] = {}
+        tracker = FaultTracker()
+        start_ops: dict[int, dict[str, Any]] = {}
         for r in rows:
-            if r["role"] == "sampler" and r.get("sample") is not None:
+            if r["role"] == SAMPLER and r.get("sample") is not None:
                 self._add_sample(r)
             elif r["role"] == "nemesis":
                 op = witness_op(r)
-                end = r["time"] if r["time"] is not None else r["invoke_time"]
-                action, kind = classify(r["f"], {"fault": r.get("fault")})
-                if action == START:
-                    open_by_kind.setdefault(kind, []).append(self._open(op, r))
-                    continue
-                # A stop closes every open fault of its kind (a stop for a fault that
-                # never started closes nothing); a heal closes all, or its kind's.
-                if action == STOP or (action == HEAL and kind is not None):
-                    closing = open_by_kind.pop(kind, [])
-                elif action == HEAL:
-                    closing = [flt for flts in open_by_kind.values() for flt in flts]
-                    open_by_kind.clear()
+                ev = NemesisOp(index=r["invoke_index"], invoke_time=r["invoke_time"], time=r["time"],
+                               f=r["f"], value=op["value"], error=r["error"])
+                ev.action, ev.fault = fault_boundary(ev.f, ev.value)
+                tracker.add(ev)
+                if ev.action == START:
+                    start_ops[r["invoke_index"]] = op
                 else:
-                    closing = []
-                for flt in closing:
-                    flt["end"] = end
-                self.events.append({"time": end, "op": op})
+                    self.events.append({"time": ev.end_time, "op": op})
+        # {"start", "end", "op"}: each fault's interval and the op that began it
+        self.faults = [{"start": iv.start_time, "end": iv.end_time, "op": start_ops[iv.start.index]}
+                       for iv in tracker.intervals]
         self.event_times = [e["time"] for e in self.events]
-
-    def _open(self, op: dict[str, Any], r: dict[str, Any]) -> dict[str, Any]:
-        flt = {"start": r["invoke_time"], "end": None, "op": op}
-        self.faults.append(flt)
-        return flt
 
     def _add_sample(self, r: dict[str, Any]) -> None:
         idx = r["index"] if r["index"] is not None else r["invoke_index"]

@@ -13,7 +13,7 @@ from typing import Iterable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from harness.history import read_history
+from .history import read_history
 
 from .model import PARQUET_SCHEMA, PairedOp, pair_ops
 

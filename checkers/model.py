@@ -22,7 +22,8 @@ from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 
-from harness.history import COMPLETIONS, INVOKE, HistoryFormatError, Op
+from .history import (ASSIGN, COMPLETIONS, INVOKE, POLL, SAMPLE, SEND, SUBSCRIBE, HistoryFormatError, Message, Op,
+                      PartitionSample, poll_reads, sample_view, require_int, send_messages)
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +55,7 @@ PARQUET_SCHEMA = pa.schema([
     ("value", pa.string()),         # completion value as JSON (invoke value if none)
 ])
 
-Message = tuple[int, int | None, int]          # (partition, offset, value)
-Sample = tuple[int, int | None, list[int], int | None]  # (partition, leader, isr, epoch)
+Sample = PartitionSample
 
 
 @dataclass
@@ -132,63 +132,6 @@ def witness_op(row: dict[str, Any]) -> dict[str, Any]:
     return op
 
 
-def _int(x: Any, what: str, where: str) -> int:
-    if isinstance(x, bool) or not isinstance(x, int):
-        raise HistoryFormatError(f"{where}: {what} is not an integer: {x!r}")
-    return x
-
-
-def _opt_int(x: Any, what: str, where: str) -> int | None:
-    return None if x is None else _int(x, what, where)
-
-
-def _send_messages(value: Any, ok: bool, where: str) -> list[Message]:
-    if not isinstance(value, list):
-        raise HistoryFormatError(f"{where}: send value is not a list: {value!r:.80}")
-    out = []
-    for m in value:
-        if not isinstance(m, list) or len(m) < 2:
-            raise HistoryFormatError(f"{where}: send message is not [partition, value, offset]: {m!r}")
-        offset = m[2] if len(m) > 2 and ok else None
-        out.append((_int(m[0], "partition", where), _opt_int(offset, "offset", where),
-                    _int(m[1], "value", where)))
-    return out
-
-
-def _poll_reads(value: Any, where: str) -> tuple[list[Message], list[int]]:
-    if value is None:
-        return [], []
-    if not isinstance(value, dict):
-        raise HistoryFormatError(f"{where}: poll value is not a dict: {value!r:.80}")
-    msgs: list[Message] = []
-    parts = []
-    for key, pairs in value.items():
-        try:
-            p = int(key)
-        except ValueError:
-            raise HistoryFormatError(f"{where}: poll partition key is not an integer: {key!r}") from None
-        parts.append(p)
-        for pair in pairs or []:
-            if not isinstance(pair, list) or len(pair) != 2:
-                raise HistoryFormatError(f"{where}: poll read is not [offset, value]: {pair!r}")
-            msgs.append((p, _int(pair[0], "offset", where), _int(pair[1], "value", where)))
-    return msgs, parts
-
-
-def _sample(value: Any, where: str) -> tuple[list[Sample], int | None]:
-    if not isinstance(value, dict):
-        raise HistoryFormatError(f"{where}: sample value is not a dict: {value!r:.80}")
-    out = []
-    for key, s in (value.get("partitions") or {}).items():
-        s = s or {}
-        if not str(key).lstrip("-").isdigit():
-            raise HistoryFormatError(f"{where}: sample partition key is not an integer: {key!r}")
-        isr = [_int(b, "isr broker", where) for b in s.get("isr") or []]
-        out.append((_int(int(key), "partition", where), _opt_int(s.get("leader"), "leader", where),
-                    isr, _opt_int(s.get("epoch"), "epoch", where)))
-    return out, _opt_int(value.get("controller"), "controller", where)
-
-
 def _starts(msgs: list[Message], parts: list[int]) -> list[int] | None:
     """Start index of each partition's messages, if each partition's messages
     are one contiguous run in ``parts`` order (polls always; sends usually)."""
@@ -210,13 +153,13 @@ def _build(inv: Op | None, comp: Op | None) -> PairedOp:
         typ, value, error = "info", first.get("value"), "incomplete: no completion in the history"
     else:
         typ, value, error = comp["type"], comp.get("value"), comp.get("error")
-        if value is None and inv is not None and comp["f"] in ("send", "assign", "subscribe"):
+        if value is None and inv is not None and comp["f"] in (SEND, ASSIGN, SUBSCRIBE):
             value = inv.get("value")
     op = PairedOp(
-        invoke_index=_int(first.get("index"), "index", where),
-        index=None if comp is None else _int(comp.get("index"), "index", where),
-        invoke_time=_int(first.get("time"), "time", where),
-        time=None if comp is None else _int(comp.get("time"), "time", where),
+        invoke_index=require_int(first.get("index"), "index", where),
+        index=None if comp is None else require_int(comp.get("index"), "index", where),
+        invoke_time=require_int(first.get("time"), "time", where),
+        time=None if comp is None else require_int(comp.get("time"), "time", where),
         process=proc if is_client else None,
         role=CLIENT if is_client else str(proc),
         type=typ, f=str(first["f"]),
@@ -224,17 +167,17 @@ def _build(inv: Op | None, comp: Op | None) -> PairedOp:
         error=error, node=(comp or {}).get("node") or (inv or {}).get("node"),
         value=value,
     )
-    if op.f == "send" and is_client:
-        op.messages = _send_messages(value, typ == "ok", where)
+    if op.f == SEND and is_client:
+        op.messages = send_messages(value, typ == "ok", where)
         op.partitions = list(dict.fromkeys(p for p, _, _ in op.messages))
         op.partition_starts = _starts(op.messages, op.partitions)
-    elif op.f == "poll" and is_client and typ == "ok":
-        op.messages, op.partitions = _poll_reads(value, where)
+    elif op.f == POLL and is_client and typ == "ok":
+        op.messages, op.partitions = poll_reads(value, where)
         op.partition_starts = _starts(op.messages, op.partitions)
-    elif op.f == "assign" and isinstance(value, list):
-        op.partitions = [_int(p, "partition", where) for p in value]
-    elif op.f == "sample" and typ == "ok":
-        op.sample, op.controller = _sample(value, where)
+    elif op.f == ASSIGN and isinstance(value, list):
+        op.partitions = [require_int(p, "partition", where) for p in value]
+    elif op.f == SAMPLE and typ == "ok":
+        op.sample, op.controller = sample_view(value, where)
     if isinstance(value, dict) and value.get("fault") is not None:
         op.fault = str(value["fault"])
     return op

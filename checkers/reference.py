@@ -20,6 +20,8 @@ from typing import Any, Callable
 
 from .common import (SKIPPED_LIMIT, Finding, RunFindings, Settings, Witness, availability,
                      lag_summary, percentile)
+from .elections import Sample, attribute, unclean_elections
+from .history import POLL, SAMPLER, SEND, SUBSCRIBE
 from .model import PairedOp
 
 log = logging.getLogger(__name__)
@@ -36,17 +38,17 @@ class Msg:
     pos: int            # position in the op's message list: orders messages within an op
 
 
-class Run:
+class RunIndex:
     """Indexes over one run's paired ops, shared by the checks."""
 
     def __init__(self, ops: list[PairedOp]):
         self.ops = sorted(ops, key=lambda o: o.invoke_index)
         self.by_id = {o.id: o for o in self.ops}
-        self.sends = [o for o in self.ops if o.client and o.f == "send"]
+        self.sends = [o for o in self.ops if o.client and o.f == SEND]
         self.ok_msgs = [Msg(p, off, v, o, i) for o in self.sends if o.type == "ok"
                         for i, (p, off, v) in enumerate(o.messages)]
         self.acks = [m for m in self.ok_msgs if m.offset is not None]
-        self.polls = [o for o in self.ops if o.client and o.f == "poll"]
+        self.polls = [o for o in self.ops if o.client and o.f == POLL]
         self.reads = [Msg(p, off, v, o, i) for o in self.polls if o.type == "ok"
                       for i, (p, off, v) in enumerate(o.messages)]
         self.pov: dict[tuple[int, int, int], int] = {}
@@ -70,7 +72,7 @@ class Run:
         self.drained = {(m.partition, m.value) for m in self.reads if m.op.drain}
         self.drain_all_ok = bool(drains) and all(o.type == "ok" for o in drains)
         self.drain_parts = {p for o in drains if o.type == "ok" for p in o.partitions or []}
-        self.mode = "subscribe" if any(o.f == "subscribe" for o in self.ops) else "assign"
+        self.mode = "subscribe" if any(o.f == SUBSCRIBE for o in self.ops) else "assign"
         self.elections: list[dict[str, Any]] = []     # filled by check_elections
 
     def rank(self, p: int, offset: int) -> int:
@@ -88,7 +90,7 @@ def _finding(items: list[tuple[Any, Witness]], settings: Settings) -> Finding:
     return Finding(count=len(items), witnesses=[w for _, w in items[: settings.max_witnesses]])
 
 
-def check_offsets(run: Run, settings: Settings) -> Result:
+def check_offsets(run: RunIndex, settings: Settings) -> Result:
     """inconsistent-offset, order (partition, offset); duplicate, order (partition, value)."""
     by_offset: dict[tuple[int, int], dict[int, int]] = defaultdict(dict)
     by_value: dict[tuple[int, int], dict[int, int]] = defaultdict(dict)
@@ -102,7 +104,7 @@ def check_offsets(run: Run, settings: Settings) -> Result:
     return {"inconsistent-offset": _finding(inc, settings), "duplicate": _finding(dup, settings)}
 
 
-def check_nonlinearizable(run: Run, settings: Settings) -> Result:
+def check_nonlinearizable(run: RunIndex, settings: Settings) -> Result:
     """An ack B is violated iff some ack A at an offset >= offset(B) completed
     strictly before B was invoked. The witness A is the earliest-completing
     such ack: least (completion time, op id, offset, value) over acks at or
@@ -132,7 +134,7 @@ def check_nonlinearizable(run: Run, settings: Settings) -> Result:
     return {"nonlinearizable-offset": _finding(items, settings)}
 
 
-def check_nonmonotonic_send(run: Run, settings: Settings) -> Result:
+def check_nonmonotonic_send(run: RunIndex, settings: Settings) -> Result:
     """Successive acks of one process to one partition, in (op, position) order,
     whose offsets do not increase. Order (partition, op id, position)."""
     last: dict[tuple[int, int], Msg] = {}
@@ -148,7 +150,7 @@ def check_nonmonotonic_send(run: Run, settings: Settings) -> Result:
     return {"nonmonotonic-send": _finding(items, settings)}
 
 
-def check_polls(run: Run, settings: Settings) -> Result:
+def check_polls(run: RunIndex, settings: Settings) -> Result:
     """Per consumer process, partition and drain flag (the final drain is its own
     chain), successive reads within one assignment (an ok/info assign or
     subscribe resets every chain of the process): an offset not above the
@@ -182,7 +184,7 @@ def check_polls(run: Run, settings: Settings) -> Result:
     return {"nonmonotonic-poll": _finding(non, settings), "poll-skip": _finding(skip, settings)}
 
 
-def lost_messages(run: Run) -> tuple[list[Msg], list[Msg]]:
+def lost_messages(run: RunIndex) -> tuple[list[Msg], list[Msg]]:
     """(lost, unseen) ok-send messages.
 
     Where the final drain of the partition completed, it is what survived: an
@@ -205,7 +207,7 @@ def lost_messages(run: Run) -> tuple[list[Msg], list[Msg]]:
     return lost, unseen
 
 
-def check_lost(run: Run, settings: Settings) -> Result:
+def check_lost(run: RunIndex, settings: Settings) -> Result:
     """lost-write and unseen. Order (partition, value, op id, position)."""
     lost, unseen = lost_messages(run)
     out = {}
@@ -222,7 +224,7 @@ def check_lost(run: Run, settings: Settings) -> Result:
     return out
 
 
-def check_phantom(run: Run, settings: Settings) -> Result:
+def check_phantom(run: RunIndex, settings: Settings) -> Result:
     """Messages of fail sends whose value was read; the witness names the lowest
     offset it was read at and the first op that read it. Order (partition,
     value, op id, position)."""
@@ -237,37 +239,16 @@ def check_phantom(run: Run, settings: Settings) -> Result:
     return {"phantom-write": _finding(items, settings)}
 
 
-def elections(run: Run) -> list[dict[str, Any]]:
-    """Unclean elections from the samples: a new (non-null) leader that differs
-    from the last known leader and is not in the ISR of the partition's
-    previous sample (an empty ISR says nothing)."""
-    state: dict[int, tuple[int | None, list[int] | None, int | None]] = {}
-    out = []
-    for op in run.ops:
-        if op.role != "sampler" or op.sample is None:
-            continue
-        for p, leader, isr, epoch in op.sample:
-            last_leader, prev_isr, prev_id = state.get(p, (None, None, None))
-            if (leader is not None and last_leader is not None and leader != last_leader
-                    and prev_isr and leader not in prev_isr):
-                out.append({"partition": p, "time": op.time, "index": op.index,
-                            "from_leader": last_leader, "to_leader": leader, "epoch": epoch,
-                            "last_isr": list(prev_isr), "_ids": [prev_id, op.id]})
-            state[p] = (leader if leader is not None else last_leader, isr, op.id)
-    return out
+def samples(run: "RunIndex") -> list[Sample]:
+    return [Sample(o.id, o.index, o.time, o.sample) for o in run.ops
+            if o.role == SAMPLER and o.sample is not None]
 
 
-def attribute(elect: list[dict[str, Any]], p: int, t: int) -> dict[str, Any] | None:
-    """The first election on partition p strictly after time t."""
-    cands = [e for e in elect if e["partition"] == p and e["time"] > t]
-    return min(cands, key=lambda e: (e["time"], e["index"])) if cands else None
-
-
-def check_elections(run: Run, settings: Settings) -> Result:
+def check_elections(run: RunIndex, settings: Settings) -> Result:
     """unclean-election, with lost writes (by ack time) and inconsistent offsets
     (by earliest ack at that offset) attributed to the partition's first
     unclean election after them. Order (partition, index)."""
-    elect = elections(run)
+    elect = unclean_elections(samples(run))
     for e in elect:
         e["lost_writes"] = e["inconsistent_offsets"] = 0
     for m in lost_messages(run)[0]:
@@ -286,7 +267,7 @@ def check_elections(run: Run, settings: Settings) -> Result:
                 e["inconsistent_offsets"] += 1
     items = []
     for e in elect:
-        ids = e.pop("_ids")
+        ids = e.pop("ids")
         extra = {k: e[k] for k in ("from_leader", "to_leader", "epoch", "last_isr",
                                    "lost_writes", "inconsistent_offsets")}
         items.append(((e["partition"], e["index"]), Witness(e["partition"], [], [], ids,
@@ -295,7 +276,7 @@ def check_elections(run: Run, settings: Settings) -> Result:
     return {"unclean-election": _finding(items, settings)}
 
 
-def stats(run: Run) -> dict[str, Any]:
+def stats(run: RunIndex) -> dict[str, Any]:
     """Op counts, availability per second, acknowledged/read values, drain,
     and realtime lag: per non-drain ok poll and partition, at the poll's last
     read of it (the consumer's position), how long before the poll was invoked
@@ -340,7 +321,7 @@ def stats(run: Run) -> dict[str, Any]:
     }
 
 
-CHECKS: dict[str, Callable[[Run, Settings], Result]] = {
+CHECKS: dict[str, Callable[[RunIndex, Settings], Result]] = {
     "offsets": check_offsets,
     "nonlinearizable": check_nonlinearizable,
     "send-order": check_nonmonotonic_send,
@@ -362,7 +343,7 @@ TYPES_OF = {
 
 def analyze(ops: list[PairedOp], settings: Settings) -> RunFindings:
     """Run every check; a check that raises marks its anomaly types with the error."""
-    run = Run(ops)
+    run = RunIndex(ops)
     anomalies: dict[str, Finding] = {}
     errors = []
     for name, fn in CHECKS.items():

@@ -33,7 +33,7 @@ value, error, node) that show the anomaly; plus ``context``: the faults
 active at that time (nemesis ops not yet healed: f and value) and the last
 sample of that partition's leader/ISR/epoch before the first witness op.
 
-Anomaly types (DESIGN.md section 4): inconsistent-offset, duplicate,
+Anomaly types (docs/design.md, "What the checkers decide"): inconsistent-offset, duplicate,
 nonlinearizable-offset, nonmonotonic-send, nonmonotonic-poll, poll-skip,
 lost-write, unseen, phantom-write, unclean-election.
 """
@@ -56,6 +56,24 @@ ANOMALY_TYPES = (
     "phantom-write",
     "unclean-election",
 )
+
+# One sentence per type: results.json carries it, reports fall back on it.
+DESCRIPTIONS: dict[str, str] = {
+    "inconsistent-offset": "one partition offset associated with two or more different values (acks and reads)",
+    "duplicate": "one value of a partition found at two or more offsets",
+    "nonlinearizable-offset": "send A was acknowledged before send B was invoked, same partition, "
+                              "yet offset(A) >= offset(B)",
+    "nonmonotonic-send": "successive acknowledged sends of one process to a partition did not get increasing offsets",
+    "nonmonotonic-poll": "successive reads of one consumer of a partition, within one assignment, "
+                         "did not have increasing offsets",
+    "poll-skip": "a consumer's successive reads of a partition, within one assignment, jumped over "
+                 "offsets known to hold values",
+    "lost-write": "an acknowledged send never read, although reads of its partition reached its offset "
+                  "or the final drain completed",
+    "unseen": "an acknowledged send never read, and no read of its partition reached its offset",
+    "phantom-write": "a send that failed (certainly did not happen) whose value was read",
+    "unclean-election": "a partition leader changed to a broker that was not in the last observed ISR",
+}
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """The Spark engine: history.parquet (one run or many) -> RunFindings per run.
 
-Five jobs: op statistics; the control ops (nemesis, sampler, assign/subscribe,
-drain); unclean elections over the samples; the per-partition pass over every
-message (spark_partition.py, after one shuffle by (run, partition)); the ops
+Four jobs: op statistics; the control ops (nemesis, sampler, assign/subscribe,
+drain), whose samples give the unclean elections (``elections.py``, in Python:
+samples are few); the per-partition pass over every message (spark_partition.py, after one shuffle by (run, partition)); the ops
 the witnesses name. A failing job or check marks the anomaly types it decides
 with the error, for every run; the rest still report.
 """
@@ -20,7 +20,7 @@ import pyarrow.parquet as pq
 from .common import Finding, RunFindings, Settings, Witness, availability, lag_summary, percentile
 from .spark_frames import control, partition_results, read_ops, witness_ops
 from .spark_partition import ALL_TYPES, CHECKS, Context
-from .spark_stats import election_findings, elections, op_stats
+from .spark_stats import election_findings, op_stats, run_elections
 
 log = logging.getLogger(__name__)
 
@@ -87,12 +87,13 @@ def _analyze(spark: Any, ops: Any, settings: Settings) -> dict[int, RunFindings]
         if base["drains"] and base["drains"] == base["drains_ok"]:
             ctx.drained |= {(run, p) for p in drain_parts[run]}
 
-    found_el: list[dict[str, Any]] = []
+    found_el: dict[int, list[dict[str, Any]]] = {}
     try:
-        found_el = elections(ops)
+        found_el = run_elections(ctl)
         by_p: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
-        for e in found_el:
-            by_p[(e["run"], e["partition"])].append((e["time"], e["index"]))
+        for run, found in found_el.items():
+            for e in found:
+                by_p[(run, e["partition"])].append((e["time"], e["index"]))
         ctx.elections = {key: (np.array([t for t, _ in sorted(v)], np.int64),
                                np.array([i for _, i in sorted(v)], np.int64)) for key, v in by_p.items()}
     except Exception as e:  # noqa: BLE001 - a crash must give "unknown", never a pass

@@ -108,30 +108,11 @@ def messages(ops: DataFrame) -> DataFrame:
                     "g.values"))
 
 
-def apply_in_arrow(df: DataFrame, keys: list[str], fn: Any, schema: str) -> DataFrame:
-    """``df.groupBy(keys).applyInArrow(fn, schema)``, without pandas.
-
-    PySpark 4.3's applyInArrow builds its UDF through pandas_udf, which demands
-    pandas although the Arrow path never touches it; pandas is not a kchaos
-    dependency, so without it the same UDF is built one level down."""
-    try:
-        import pandas  # noqa: F401
-        return df.groupBy(*keys).applyInArrow(fn, schema)
-    except ImportError:
-        pass
-    from pyspark.sql.pandas.functions import vectorized_udf
-    from pyspark.util import PythonEvalType
-
-    udf = vectorized_udf(fn, schema, PythonEvalType.SQL_GROUPED_MAP_ARROW_UDF, "pandas")
-    jdf = df.groupBy(*keys)._jgd.flatMapGroupsInArrow(udf(*[df[c] for c in df.columns])._jc)
-    return DataFrame(jdf, df.sparkSession)
-
-
 def partition_results(ops: DataFrame, ctx: Context) -> list[Any]:
     """The per-partition pass; returns its (small) output rows."""
     def fn(key: Any, table: Any) -> Any:
         return analyze_group(key, table, ctx)
-    return apply_in_arrow(messages(ops), ["run", "partition"], fn, OUT_DDL).collect()
+    return messages(ops).groupBy("run", "partition").applyInArrow(fn, OUT_DDL).collect()
 
 
 def witness_ops(ops: DataFrame, wanted: set[tuple[int, int]]) -> list[dict[str, Any]]:

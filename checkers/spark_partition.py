@@ -97,7 +97,7 @@ class Out:
         return pa.Table.from_pylist(self.rows, schema=OUT_SCHEMA)
 
 
-class Log:
+class PartitionLog:
     """One (run, partition): its messages as arrays, and the indexes the checks share."""
 
     def __init__(self, run: int, partition: int, t: pa.Table, ctx: Context):
@@ -235,19 +235,19 @@ def analyze_group(key: tuple, t: pa.Table, ctx: Context) -> pa.Table:
     others still run."""
     run, partition = int(key[0].as_py()), int(key[1].as_py())
     try:
-        log = Log(run, partition, t, ctx)
+        plog = PartitionLog(run, partition, t, ctx)
     except Exception as e:  # noqa: BLE001 - reported, never a pass
         out = Out(run, partition)
         out.rows.append({"what": "error", "type": "partition", "extra": f"{type(e).__name__}: {e}"})
         return out.table()
     for name, (method, _) in CHECKS.items():
-        mark = len(log.out.rows)
+        mark = len(plog.out.rows)
         try:
-            getattr(log, method)()
+            getattr(plog, method)()
         except Exception as e:  # noqa: BLE001
-            del log.out.rows[mark:]
-            log.out.rows.append({"what": "error", "type": name, "extra": f"{type(e).__name__}: {e}"})
-    return log.out.table()
+            del plog.out.rows[mark:]
+            plog.out.rows.append({"what": "error", "type": name, "extra": f"{type(e).__name__}: {e}"})
+    return plog.out.table()
 
 
 def _acks(out: Out, p: int, ao: np.ndarray, av: np.ndarray, aid: np.ndarray, apos: np.ndarray,

@@ -1,13 +1,15 @@
-"""Op statistics and unclean elections on Spark (definitions: reference.py)."""
+"""Op statistics on Spark, and unclean elections per run (definitions: reference.py, elections.py)."""
 from __future__ import annotations
 
 from collections import defaultdict
 from typing import Any
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from .common import Finding, Witness
+from .elections import Sample, unclean_elections
+from .history import SAMPLER
 
 NS = 1_000_000_000
 
@@ -38,40 +40,33 @@ def op_stats(ops: DataFrame) -> dict[int, dict[str, Any]]:
     return dict(out)
 
 
-def elections(ops: DataFrame) -> list[dict[str, Any]]:
-    """Unclean elections, as reference.elections defines them, from the samples."""
-    s = (ops.filter((F.col("role") == "sampler") & F.col("sample").isNotNull())
-         .select("run", F.col("invoke_index").alias("id"), "index", "time", F.explode("sample").alias("s"))
-         .select("run", "id", "index", "time", "s.*"))
-    w = Window.partitionBy("run", "partition").orderBy("id")
-    s = (s.withColumn("prev_isr", F.lag("isr").over(w)).withColumn("prev_id", F.lag("id").over(w))
-         .withColumn("last_leader", F.last("leader", ignorenulls=True).over(
-             w.rowsBetween(Window.unboundedPreceding, -1))))
-    prev_isr = F.coalesce("prev_isr", F.array().cast("array<int>"))
-    cond = (F.col("leader").isNotNull() & F.col("last_leader").isNotNull()
-            & (F.col("leader") != F.col("last_leader")) & (F.size(prev_isr) > 0)
-            & ~F.array_contains(prev_isr, F.col("leader")))
-    return [r.asDict(recursive=True) for r in s.filter(cond).collect()]
+def run_elections(control_rows: list[dict[str, Any]]) -> dict[int, list[dict[str, Any]]]:
+    """Unclean elections per run, from the collected sampler rows."""
+    samples: dict[int, list[Sample]] = defaultdict(list)
+    for r in control_rows:
+        if r["role"] == SAMPLER and r.get("sample") is not None:
+            samples[r["run"]].append(Sample(r["invoke_index"], r["index"], r["time"],
+                                            [(s["partition"], s["leader"], list(s["isr"] or []), s["epoch"])
+                                             for s in r["sample"]]))
+    return {run: unclean_elections(found) for run, found in samples.items()}
 
 
-def election_findings(found: list[dict[str, Any]], attributed: dict[tuple, int], k: int
+def election_findings(found_by_run: dict[int, list[dict[str, Any]]], attributed: dict[tuple, int], k: int
                       ) -> tuple[dict[int, Finding], dict[int, list[dict[str, Any]]]]:
     """Findings and results.json entries per run; ``attributed`` maps
     (run, partition, election index, "lost" | "inc") to counts."""
     findings: dict[int, list[tuple]] = defaultdict(list)
     lists: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for e in found:
-        key = (e["run"], e["partition"], e["index"])
-        entry = {"partition": e["partition"], "time": e["time"], "index": e["index"],
-                 "from_leader": e["last_leader"], "to_leader": e["leader"], "epoch": e["epoch"],
-                 "last_isr": list(e["prev_isr"]), "lost_writes": attributed.get((*key, "lost"), 0),
-                 "inconsistent_offsets": attributed.get((*key, "inc"), 0)}
-        lists[e["run"]].append(entry)
+    for run, e in ((run, e) for run, found in found_by_run.items() for e in found):
+        key = (run, e["partition"], e["index"])
+        entry = {x: e[x] for x in ("partition", "time", "index", "from_leader", "to_leader", "epoch",
+                                   "last_isr")}
+        entry.update(lost_writes=attributed.get((*key, "lost"), 0),
+                     inconsistent_offsets=attributed.get((*key, "inc"), 0))
+        lists[run].append(entry)
         extra = {x: entry[x] for x in ("from_leader", "to_leader", "epoch", "last_isr",
                                        "lost_writes", "inconsistent_offsets")}
-        findings[e["run"]].append(((e["partition"], e["index"]),
-                                   Witness(e["partition"], [], [], [e["prev_id"], e["id"]],
-                                           extra=extra)))
+        findings[run].append(((e["partition"], e["index"]), Witness(e["partition"], [], [], e["ids"], extra=extra)))
     out = {}
     for run, items in findings.items():
         items.sort(key=lambda kw: kw[0])

@@ -13,6 +13,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from harness import nemesis_cli, run_cli, suite_cli
 from infra.distribution import DEFAULT_KAFKA_VERSION
 from infra.errors import KchaosError, UsageError
 
@@ -139,17 +140,10 @@ def clean_cmd(name: str | None, inventory: str | None) -> None:
         raise KchaosError(f"could not heal {', '.join(failed)}")
 
 
-def _register_optional_commands() -> None:
-    """Commands contributed by other packages: each module has ``register(app)``."""
-    import importlib
-    for module in ("harness.run_cli", "nemesis.cli", "harness.suite_cli"):
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name != module:
-                raise
-            continue
-        mod.register(app)
+# The other commands live in their own modules, each with ``register(app)``:
+# it keeps this file to the group and the cluster commands.
+for _commands in (run_cli, nemesis_cli, suite_cli):
+    _commands.register(app)
 
 
 class _ConsoleFilter(logging.Filter):
@@ -164,7 +158,6 @@ def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
         handler.addFilter(_ConsoleFilter())
-    _register_optional_commands()
     try:
         rv = app.main(args=argv, prog_name="kchaos", standalone_mode=False)
         sys.exit(rv if isinstance(rv, int) else 0)

@@ -15,7 +15,6 @@ from broker.cluster import KafkaCluster
 from broker.lifecycle import BrokerSettings
 from infra import docker_backend
 from infra.distribution import DEFAULT_KAFKA_VERSION, cache_root, resolve_kafka
-from infra.errors import KchaosError
 from infra.image import build_node_image
 
 log = logging.getLogger(__name__)
@@ -39,8 +38,8 @@ class ClusterHandle:
             docker_backend.destroy(self.name)
         elif self.backend == "ssh":
             # The hosts stay: brokers killed, faults healed; data and logs kept for a look.
-            from infra import ssh_backend
-            ssh_backend.stop_hosts(self.kafka.nodes, cluster=self.name)
+            from harness import ssh_hosts
+            ssh_hosts.stop_hosts(self.kafka.nodes, cluster=self.name)
             _ssh_record(self.name).unlink(missing_ok=True)
 
 
@@ -82,8 +81,8 @@ def cluster_attach(name: str = DEFAULT_CLUSTER, settings: BrokerSettings | None 
     if inventory is None and _ssh_record(name).exists():
         inventory = json.loads(_ssh_record(name).read_text())["inventory"]
     if inventory is not None:
-        from infra import ssh_backend
-        return ClusterHandle(name, KafkaCluster(ssh_backend.nodes_for(inventory), settings or BrokerSettings()), "ssh")
+        from infra.ssh_node import nodes_for
+        return ClusterHandle(name, KafkaCluster(nodes_for(inventory), settings or BrokerSettings()), "ssh")
     dc = docker_backend.attach_cluster(name)
     return ClusterHandle(name, KafkaCluster(dc.nodes, settings or BrokerSettings()), "docker")
 
@@ -138,7 +137,7 @@ def sweep_dead_runs() -> tuple[int, int]:
     return docker_backend.destroy(None, only_dead_owners=True, spare=kept_clusters())
 
 
-# -- SSH hosts (infra.ssh_backend) ------------------------------------------------------
+# -- SSH hosts (infra.ssh_node, harness.ssh_hosts) --------------------------------------
 def _ssh_record(name: str) -> Path:
     """Which inventory an SSH cluster runs on, so `cluster status`/`nemesis`/`down` find it by name."""
     return cache_root() / "ssh-clusters" / f"{name}.json"
@@ -146,15 +145,18 @@ def _ssh_record(name: str) -> Path:
 
 def _cluster_up_ssh(name: str, inventory: str | Path | None, kafka_version: str,
                     settings: BrokerSettings | None, keep: bool, ready_timeout_s: float) -> ClusterHandle:
-    from infra import ssh_backend, ssh_claim
+    from harness import ssh_hosts
+    from infra import ssh_claim
     from infra.errors import UsageError
+    from infra.inventory import load_inventory
+    from infra.ssh_node import connect_all
     if inventory is None:
         raise UsageError("the ssh backend needs an inventory file (--inventory FILE)")
     docker_backend.validate_cluster_name(name)
     t0 = time.monotonic()
     dist = resolve_kafka(kafka_version)
-    inv = ssh_backend.load_inventory(inventory)
-    nodes = ssh_backend.connect_all(inv)
+    inv = load_inventory(inventory)
+    nodes = connect_all(inv)
     try:
         ssh_claim.claim_all(nodes, name, kept=kept_clusters())
     except BaseException:
@@ -162,8 +164,8 @@ def _cluster_up_ssh(name: str, inventory: str | Path | None, kafka_version: str,
             node.close()
         raise
     try:
-        ssh_backend.reset_hosts(nodes)
-        reports = ssh_backend.provision_all(nodes, dist)
+        ssh_hosts.reset_hosts(nodes)
+        reports = ssh_hosts.provision_hosts(nodes, dist)
         log.info("hosts provisioned: %s", reports)
         t_prov = time.monotonic()
         _ssh_record(name).parent.mkdir(parents=True, exist_ok=True)
@@ -171,7 +173,7 @@ def _cluster_up_ssh(name: str, inventory: str | Path | None, kafka_version: str,
         kafka = KafkaCluster(nodes, settings or BrokerSettings())
         kafka.setup(timeout_s=ready_timeout_s)
     except BaseException:
-        ssh_backend.stop_hosts(nodes, cluster=name)
+        ssh_hosts.stop_hosts(nodes, cluster=name)
         _ssh_record(name).unlink(missing_ok=True)
         raise
     if keep:
@@ -184,8 +186,8 @@ def _cluster_up_ssh(name: str, inventory: str | Path | None, kafka_version: str,
 def clean_ssh_hosts(inventory: str | Path) -> dict[str, str]:
     """`kchaos clean --inventory`: kill brokers, remove the KCHAOS chain, reset clocks;
     forget SSH clusters recorded on this inventory. Returns {node: "ok" | error}."""
-    from infra import ssh_backend
-    report = ssh_backend.heal_hosts(inventory)
+    from harness import ssh_hosts
+    report = ssh_hosts.heal_hosts(inventory)
     target = str(Path(inventory).expanduser().resolve())
     d = _ssh_record("x").parent
     for rec in d.glob("*.json") if d.exists() else []:

@@ -1,14 +1,11 @@
 """`kchaos run`, `kchaos analyze`, `kchaos report`."""
 from __future__ import annotations
 
-import sys
 import time
 from pathlib import Path
 
 import click
 from rich.console import Console
-
-from infra.errors import UsageError
 
 DEFAULT_CONFIG = Path(__file__).with_name("default.toml")
 console = Console()
@@ -51,7 +48,7 @@ def run_options(f):
         click.option("--kafka-version", default=None, help="Kafka release from Maven Central."),
         click.option("--time-limit", type=float, default=None, help="Seconds of workload."),
         click.option("--rate", type=float, default=None, help="Target ops per second, all workers together."),
-        click.option("--concurrency", type=int, default=None, help="Worker processes."),
+        click.option("--concurrency", type=int, default=None, help="Worker threads (client workers)."),
         click.option("--seed", type=int, default=None, help="Seed for the schedule (drawn if absent)."),
         click.option("--nemesis", default=None, help="Faults: partition,kill,pause,clock, all or none."),
         click.option("--nemesis-interval", type=float, default=None, help="Mean seconds between fault steps."),
@@ -84,10 +81,10 @@ def build_config(config_path: Path | None, **flags):
 
 
 def execute(cfg) -> int:
-    from harness.runner import Run
+    from harness.runner import Runner
     from reports import console_summary
     with Progress() as progress:
-        outcome = Run(cfg, progress).execute()
+        outcome = Runner(cfg, progress).execute()
     if outcome.interrupted:
         err_console.print(f"kchaos: run interrupted; history so far in {outcome.run_dir / 'history.jsonl'}")
         return outcome.exit_code

@@ -1,4 +1,4 @@
-"""One chaos run, phase by phase (DESIGN.md section 1).
+"""One chaos run, phase by phase (docs/design.md, "One run, end to end").
 
 Threads: one per worker (a logical client process at a time), one nemesis
 thread walking the fault plan, one metadata sampler. Only the runner turns
@@ -13,7 +13,6 @@ import itertools
 import logging
 import re
 import signal
-import sys
 import threading
 import time
 from collections import Counter
@@ -24,10 +23,9 @@ from typing import Any, Callable
 from harness import schedule
 from harness.cluster import ClusterHandle, cluster_up, mark_kept, sweep_dead_runs
 from harness.config import RunConfig
-from harness.faultops import HEAL, START, STOP, classify
-from harness.history import INFO, INVOKE, NEMESIS, SAMPLER, HistoryWriter
+from checkers.history import INFO, INVOKE, NEMESIS, SAMPLER, FaultTracker, NemesisOp, fault_boundary
+from harness.history import HistoryWriter
 from harness.store import attach_log_file, new_run_dir, write_json
-from infra.errors import KchaosError
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +75,7 @@ class RunOutcome:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
-class Run:
+class Runner:
     def __init__(self, cfg: RunConfig, progress: Callable[..., None] | None = None):
         self.cfg = cfg.with_seed()
         self.progress = progress or (lambda line, periodic=False: None)
@@ -87,7 +85,7 @@ class Run:
         self.cluster: ClusterHandle | None = None
         self.nemesis = None
         self.packages: list = []
-        self.active_faults: dict[str, str] = {}
+        self.faults = FaultTracker()     # what the progress line says is in effect
         # One nemesis op at a time: the final heal waits for a fault op still running.
         self._nemesis_lock = threading.Lock()
         self._processes = itertools.count(self.cfg.concurrency)
@@ -319,16 +317,16 @@ class Run:
             done = self.nemesis.invoke(dict(op))
         except Exception as exc:
             log.warning("nemesis op %s failed: %s", op["f"], exc)
-            done = {"type": INFO, "f": op["f"], "value": {**(op.get("value") or {}), "error": str(exc)}}
-        action, kind = classify(op["f"], op.get("value"))
-        if action == START:
-            self.active_faults[kind] = op["f"]
-        elif action == STOP or (action == HEAL and kind is not None):
-            self.active_faults.pop(kind, None)
-        elif action == HEAL:
-            self.active_faults.clear()
+            # A nemesis raises only when it could do nothing: no fault began or ended.
+            done = {"type": INFO, "f": op["f"],
+                    "value": {**(op.get("value") or {}), "action": None, "error": str(exc)}}
         done = {k: v for k, v in done.items() if k not in ("index", "time", "process")}
-        return self.recorder.append({"process": NEMESIS, **done, "type": INFO, "f": op["f"]})
+        recorded = self.recorder.append({"process": NEMESIS, **done, "type": INFO, "f": op["f"]})
+        ev = NemesisOp(index=recorded["index"], invoke_time=recorded["time"], time=recorded["time"],
+                       f=op["f"], value=recorded.get("value"))
+        ev.action, ev.fault = fault_boundary(ev.f, ev.value)
+        self.faults.add(ev)
+        return recorded
 
     def _heal_everything(self, restart_dead: bool) -> None:
         if self.cluster is None:
@@ -363,6 +361,6 @@ class Run:
         ok = sum(v for (f, t), v in c.items() if t == "ok" and f in ("send", "poll"))
         fail = sum(v for (f, t), v in c.items() if t == "fail")
         info = sum(v for (f, t), v in c.items() if t == "info" and f in ("send", "poll"))
-        faults = ", ".join(f"{k}" for k in self.active_faults) or "none"
+        faults = ", ".join(self.faults.active_kinds()) or "none"
         self.progress(f"{time.monotonic() - self.t0:5.1f}/{self.cfg.time_limit:g}s  ok {ok}  fail {fail}  "
                       f"info {info}  faults: {faults}", periodic=True)

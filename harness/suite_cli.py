@@ -76,14 +76,15 @@ def register(app: click.Group) -> None:
         Exit 0 all valid, 1 some invalid, 2 some unknown, 3 some harness error (the worst
         run decides), 64 usage error, 130 interrupted.
         """
-        from harness import suite as suitemod
+        from harness import suite_config
         from harness.run_cli import Progress
-        suite = suitemod.load(suite_file)
+        from harness.suite import SuiteRun
+        suite = suite_config.load(suite_file)
         if time_budget is not None:
             if time_budget <= 0:
                 raise UsageError(f"--time-budget must be positive, got {time_budget:g}")
             suite.time_budget = time_budget
-        planned = suitemod.expand(suite, store)
+        planned = suite_config.expand(suite, store)
         if dry_run:
             for p in planned:
                 c = p.config
@@ -94,7 +95,7 @@ def register(app: click.Group) -> None:
         def announce(text: str) -> None:
             err_console.print(f"kchaos suite: {text}", highlight=False, soft_wrap=True)
         with Progress() as progress:
-            suite_dir, code = suitemod.SuiteRun(suite, planned, store_dir, progress, announce=announce).execute()
+            suite_dir, code = SuiteRun(suite, planned, store_dir, progress, announce=announce).execute()
         _print_suite(suite_dir, code)
         return code
 

@@ -1,8 +1,12 @@
 """Kafka from Maven Central, resolved with mvn into a versioned cache folder.
 
 The broker and its command-line tools are plain jars; we need no tarball.
-Logging is missing from the POMs (DESIGN.md section 6), so the log4j2 runtime
-pieces are added and a log4j2 config is shipped beside the jars.
+Logging is missing from the POMs, so the log4j2 runtime pieces are added and
+a log4j2 config is shipped beside the jars.
+
+Every node holds the distribution at ``KAFKA_HOME`` (the node image copies it
+there, SSH provisioning uploads it there), so the paths below are the one
+definition the broker's command lines use too.
 """
 from __future__ import annotations
 
@@ -15,6 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infra.errors import KafkaVersionNotFound, KchaosError
+
+KAFKA_HOME = "/opt/kafka"
+KAFKA_LIB = f"{KAFKA_HOME}/lib"  # every jar: the broker's classpath is this whole folder
+KAFKA_CONFIG = f"{KAFKA_HOME}/config"
+KAFKA_LOG4J_CONFIG = f"{KAFKA_CONFIG}/log4j2.xml"
 
 DEFAULT_KAFKA_VERSION = "4.3.1"  # newest 4.x whose kafka-tools resolves too (4.4.0 lacks it)
 LOG4J_VERSION = "2.24.3"

@@ -17,7 +17,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from infra.distribution import KafkaDistribution
+from infra.distribution import KAFKA_CONFIG, KAFKA_LIB, KafkaDistribution
 from infra.errors import ImageBuildError, UsageError
 
 log = logging.getLogger(__name__)
@@ -31,10 +31,11 @@ BASE_REPO = "kchaos-base"
 NODE_REPO = "kchaos-node"
 LABEL = "kchaos"
 
-KAFKA_HOME = "/opt/kafka"
+# The mkdir line spells out broker.config's NODE_DIRS and FAKETIME_FILE: infra
+# sits below broker, and any change to this text changes every node image's tag.
 NODE_DOCKERFILE = f"""FROM {{base}}
-COPY lib/ {KAFKA_HOME}/lib/
-COPY config/ {KAFKA_HOME}/config/
+COPY lib/ {KAFKA_LIB}/
+COPY config/ {KAFKA_CONFIG}/
 RUN mkdir -p /etc/kafka /var/lib/kafka/data /var/log/kafka /etc/kchaos /run/sshd \\
  && echo +0s > /etc/kchaos/faketime
 LABEL {LABEL}=1

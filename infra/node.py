@@ -10,13 +10,17 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, Sequence, runtime_checkable
+from typing import Callable, Iterable, Protocol, Sequence, TypeVar, runtime_checkable
 
 from infra.errors import NodeCommandError
 
 DEFAULT_TIMEOUT_S = 60.0
+
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -71,6 +75,15 @@ def pid_alive(pid: int) -> bool:
     except (PermissionError, OverflowError):
         return True
     return True
+
+
+def parallel(fn: Callable[[T], R], items: Iterable[T]) -> list[R]:
+    """``fn`` on every item at once, one thread each, results in item order: node
+    work is mostly waiting on the node, so N nodes take as long as the slowest.
+    The first exception (in item order) is raised after all have finished."""
+    items = list(items)
+    with ThreadPoolExecutor(max_workers=max(1, len(items))) as pool:
+        return list(pool.map(fn, items))
 
 
 def shell_join(argv: Sequence[str]) -> str:

@@ -1,4 +1,5 @@
 """Nemeses: faults injected into a running cluster, composed and scheduled.
+Imports only broker, infra and checkers.history (the history contract); never harness.
 
 Everything goes through ``Node.run`` and the broker classes; nothing here
 talks to Docker or SSH directly.
@@ -6,7 +7,8 @@ talks to Docker or SSH directly.
 Modules: ``core`` (the Nemesis protocol, NemesisContext, composition, target
 resolution), ``topology`` (pure networkx topologies, grudges, DROP rules),
 ``partition``, ``process`` (kill and pause), ``clock``, ``packages`` (fault
-packages, ``plan``, ``build_nemesis``, ``heal_all``), ``cli``.
+packages, ``plan``, ``build_nemesis``, ``heal_all``), ``scenarios``. The
+``kchaos nemesis`` command is ``harness.nemesis_cli``.
 
 Op names (``f``), in start/stop pairs; every completed value carries
 ``fault`` (the package name) and ``nodes`` (node names acted on):

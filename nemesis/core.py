@@ -5,8 +5,8 @@ A nemesis handles a fixed set of op names (``fs``). ``invoke`` takes an op
 "random", "leader" of ``partition``, "controller", "minority", "all", a node
 name, or ``node_index``; ``seed`` for random draws) and returns the completed
 op: the same op with ``type`` "info" and a value naming what was actually done
-(at least ``nodes``, the node names affected, and ``fault``, the package
-name). Failures on some nodes are reported in ``value["errors"]`` and the op's
+(at least ``nodes``, the node names affected, ``fault``, the fault kind, and
+``action``: whether the op starts, stops or heals it; see checkers.history). Failures on some nodes are reported in ``value["errors"]`` and the op's
 ``error``; a nemesis raises only when nothing could be done (the runner turns
 that into an info completion with the error).
 """
@@ -46,7 +46,8 @@ class Nemesis(Protocol):
         ...
 
     def invoke(self, op: Op) -> Op:
-        """Do the op; return the completed op (type "info", resolved value)."""
+        """Do the op; return the completed op (type "info", resolved value
+        naming its ``action`` and ``fault``)."""
         ...
 
     def teardown(self) -> None:
@@ -98,10 +99,13 @@ def compose(nemeses: Iterable[Nemesis]) -> ComposedNemesis:
     return ComposedNemesis(list(nemeses))
 
 
-def completed(op: Op, value: dict[str, Any], errors: dict[str, str] | None = None) -> Op:
-    """The completion of ``op``: same fields, type "info", the resolved value."""
+def completed(op: Op, value: dict[str, Any], errors: dict[str, str] | None = None, *,
+              action: str | None) -> Op:
+    """The completion of ``op``: same fields, type "info", the resolved value
+    with its ``action`` (start, stop, heal, or None for bookkeeping) stated, so
+    that readers never guess it from the op's name (checkers.history)."""
     out = {k: v for k, v in op.items() if k not in ("index", "time", "error")}
-    value = dict(value)
+    value = {**value, "action": action}
     if errors:
         value["errors"] = dict(sorted(errors.items()))
         out["error"] = "; ".join(f"{n}: {e}" for n, e in sorted(errors.items()))

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 
 import networkx as nx
 
+from checkers.history import START as START_ACTION, STOP as STOP_ACTION
 from infra.errors import UsageError
 from infra.node import Node, shell_join
 from nemesis import topology as topo
@@ -183,12 +184,12 @@ class PartitionNemesis:
         for key in ("seed", "node_index", "partition_index"):
             if value.get(key) is not None:
                 out[key] = value[key]
-        return completed(op, out, errors)
+        return completed(op, out, errors, action=START_ACTION)
 
     def _stop(self, op: Op) -> Op:
         nodes = self.ctx.cluster.nodes
         healed, errors = each(heal_node, nodes, key=lambda n: n.name)
-        return completed(op, {"fault": FAULT, "nodes": topo.sort_nodes(healed)}, errors)
+        return completed(op, {"fault": FAULT, "nodes": topo.sort_nodes(healed)}, errors, action=STOP_ACTION)
 
     def teardown(self) -> None:
         if self.ctx is not None:

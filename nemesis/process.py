@@ -10,6 +10,7 @@ import time
 from typing import Any
 
 from broker.cluster import KafkaCluster
+from checkers.history import START as START_ACTION, STOP as STOP_ACTION
 
 from nemesis.core import NemesisContext, Op, completed, each, node_names, resolve_nodes
 from nemesis.topology import sort_nodes
@@ -79,7 +80,7 @@ class KillNemesis:
             out = {"fault": KILL, **_target_value(value, details), "nodes": sort_nodes(results)}
             if killed != out["nodes"]:
                 out["were_running"] = killed
-            return completed(op, out, errors)
+            return completed(op, out, errors, action=START_ACTION)
         if op["f"] == START:
             return self._start(op, value)
         raise ValueError(f"KillNemesis cannot do {op['f']!r}")
@@ -97,7 +98,7 @@ class KillNemesis:
         out = {"fault": KILL, "nodes": sort_nodes(wanted), "restarted": dead}
         if value.get("target"):
             out["target"] = value["target"]
-        return completed(op, out, errors)
+        return completed(op, out, errors, action=STOP_ACTION)
 
     def teardown(self) -> None:
         if self.ctx is not None:
@@ -129,14 +130,14 @@ class PauseNemesis:
             stopped = sort_nodes(n for n, ok in results.items() if ok)
             if stopped != out["nodes"]:
                 out["were_running"] = stopped
-            return completed(op, out, errors)
+            return completed(op, out, errors, action=START_ACTION)
         if op["f"] == RESUME:
             names = node_names(self.ctx.cluster)
             results, errors = each(lambda n: brokers[n].resume(), names)
             out = {"fault": PAUSE, "nodes": sort_nodes(results),
                    "resumed": sort_nodes(n for n in self.paused if n in results)}
             self.paused -= set(results)
-            return completed(op, out, errors)
+            return completed(op, out, errors, action=STOP_ACTION)
         raise ValueError(f"PauseNemesis cannot do {op['f']!r}")
 
     def teardown(self) -> None:

@@ -79,7 +79,7 @@ class AwaitNemesis:
             new = f"n{state.leader}" if state and state.leader is not None else None
             out = {"previous_leader": previous, "leader": new, "reached": new not in (None, previous)}
         return completed(op, {**value, "partition": p, **out, "isr": list(state.isr) if state else None,
-                              "waited_s": round(time.monotonic() - started, 2)})
+                              "waited_s": round(time.monotonic() - started, 2)}, action=None)
 
     def teardown(self) -> None:
         pass

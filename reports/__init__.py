@@ -1,4 +1,5 @@
 """Reports: pure renderers of a stored run folder.
+Imports only checkers among kchaos packages (never harness, nemesis, broker or infra).
 
 * ``render_run(run_dir) -> Path``: writes ``report.html`` (self-contained,
   offline) and ``junit.xml`` into the run folder and returns the report path.

@@ -1,11 +1,9 @@
 """Fault intervals derived from the nemesis ops of a history.
 
-Which ops start, stop or heal a fault is ``harness.faultops.classify``. A
-start opens an interval of its kind on the nodes in ``value["nodes"]``, the
-matching stop closes it on those nodes, and a heal closes everything (or only
-``value["fault"]``). A nemesis value may carry ``fault`` (the kind's name) and
-``color``: both win over the built-in guesses. An interval still open at the
-end of the history ends with it.
+Which ops start, stop or heal a fault, and when a fault ends, is the history
+contract's (``checkers.history.FaultTracker``); here its intervals become one
+band per kind for the plots. A nemesis value may carry ``color``: it wins over
+the built-in palette.
 """
 from __future__ import annotations
 
@@ -14,8 +12,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from harness.faultops import classify
-from harness.history import INVOKE, NEMESIS, Op
+from checkers.history import FaultInterval, Op, fault_intervals, nemesis_ops
 
 # Default palette by fault kind (also used for the legend chips in the HTML).
 PALETTE: dict[str, str] = {
@@ -52,16 +49,6 @@ def default_color(kind: str) -> str:
     if kind in PALETTE:
         return PALETTE[kind]
     return _EXTRA[zlib.crc32(kind.encode("utf-8")) % len(_EXTRA)]
-
-
-def _nodes(value: Any) -> set[str]:
-    nodes = value.get("nodes") if isinstance(value, dict) else None
-    if isinstance(nodes, (list, tuple)):
-        out = {str(n) for n in nodes if isinstance(n, (str, int))}
-        return out or {"*"}
-    if isinstance(nodes, (str, int)):
-        return {str(nodes)}
-    return {"*"}
 
 
 @dataclass
@@ -104,84 +91,52 @@ class FaultTimeline:
         return [iv for iv in self.intervals if iv.start <= t <= iv.end]
 
 
-def _secs(op: Op) -> float:
-    try:
-        return float(op.get("time", 0)) / 1e9
-    except (TypeError, ValueError):
-        return 0.0
+def _secs(ns: Any) -> float:
+    return float(ns) / 1e9 if isinstance(ns, (int, float)) and not isinstance(ns, bool) else 0.0
+
+
+def _bands(intervals: list[FaultInterval], end: float, colors: dict[str, str]) -> list[Interval]:
+    """The contract's intervals merged per kind into bands: a band spans while
+    any fault of its kind is in effect."""
+    out: list[Interval] = []
+    current: dict[str, Interval] = {}
+    for iv in sorted(intervals, key=lambda iv: iv.start_time):
+        start = _secs(iv.start_time)
+        stop = end if iv.end_time is None else max(_secs(iv.end_time), 0.0)
+        nodes = set(iv.nodes or ())
+        band = current.get(iv.fault)
+        if band is not None and start <= band.end:
+            band.end = max(band.end, stop)
+            band.nodes = sorted(set(band.nodes) | nodes)
+            band.open_at_end = band.open_at_end or iv.end_time is None
+            continue
+        band = Interval(kind=iv.fault, start=start, end=stop,
+                        color=colors.get(iv.fault) or default_color(iv.fault),
+                        nodes=sorted(nodes), open_at_end=iv.end_time is None)
+        current[iv.fault] = band
+        out.append(band)
+    return out
 
 
 def fault_timeline(ops: Iterable[Op], end_time: float | None = None) -> FaultTimeline:
+    """Bands and events from the history's nemesis ops, read as
+    ``checkers.history`` defines them; an open fault ends with the history."""
     tl = FaultTimeline()
-    events: list[NemesisEvent] = []
-    pending: NemesisEvent | None = None
-    last_t = 0.0
-    for op in ops:
-        t = _secs(op)
-        last_t = max(last_t, t)
-        if op.get("process") != NEMESIS:
-            continue
-        f = str(op.get("f"))
-        if op.get("type") == INVOKE:
-            pending = None
-        elif pending is not None and pending.f == f:
-            pending.end = t
-            if pending.error is None and op.get("error") is not None:
-                pending.error = op.get("error")
-            pending = None
-            continue
-        value = op.get("value")
-        action, kind = classify(f, value)
-        color = safe_color(value.get("color")) if isinstance(value, dict) else None
-        if kind is not None and color is not None:
-            tl.colors.setdefault(kind, color)
-        ev = NemesisEvent(time=t, end=None if op.get("type") == INVOKE else t, index=op.get("index"),
-                          f=f, value=value, error=op.get("error"), action=action, kind=kind, color=color)
-        events.append(ev)
-        if op.get("type") == INVOKE:
-            pending = ev
-    end = max(last_t, end_time or 0.0)
-
-    open_nodes: dict[str, set[str]] = {}
-    started: dict[str, float] = {}
-    all_nodes: dict[str, set[str]] = {}
-
-    def close(kind: str, t: float, at_end: bool = False) -> None:
-        tl.intervals.append(Interval(kind=kind, start=started.pop(kind), end=max(t, 0.0),
-                                     color=tl.colors.get(kind) or default_color(kind),
-                                     nodes=sorted(all_nodes.pop(kind, set()) - {"*"}),
-                                     open_at_end=at_end))
-        open_nodes.pop(kind, None)
-
+    ops = list(ops)
+    last_t = max((_secs(op.get("time")) for op in ops), default=0.0)
+    events = list(nemesis_ops(ops))
     for ev in events:
-        if ev.action == "start" and ev.kind:
-            nodes = _nodes(ev.value)
-            if not open_nodes.get(ev.kind):
-                started[ev.kind] = ev.time
-                open_nodes[ev.kind] = set()
-            open_nodes[ev.kind] |= nodes
-            all_nodes.setdefault(ev.kind, set()).update(nodes)
-        elif ev.action == "stop" and ev.kind:
-            if open_nodes.get(ev.kind):
-                nodes = _nodes(ev.value)
-                if "*" in nodes:
-                    open_nodes[ev.kind].clear()
-                else:
-                    open_nodes[ev.kind] -= nodes
-                if open_nodes[ev.kind] <= {"*"} and "*" not in nodes and open_nodes[ev.kind]:
-                    open_nodes[ev.kind].clear()  # a node-less start closed by any stop
-                if not open_nodes[ev.kind]:
-                    close(ev.kind, ev.time)
-        elif ev.action == "heal":
-            for kind in [k for k, n in open_nodes.items() if n and (ev.kind is None or k == ev.kind)]:
-                close(kind, ev.time)
-    for kind in [k for k, n in open_nodes.items() if n]:
-        close(kind, end, at_end=True)
-    for ev in events:
+        color = safe_color(ev.value.get("color")) if isinstance(ev.value, dict) else None
+        if ev.fault is not None and color is not None:
+            tl.colors.setdefault(ev.fault, color)
+        tl.events.append(NemesisEvent(time=_secs(ev.invoke_time), end=None if ev.time is None else _secs(ev.time),
+                                      index=ev.index, f=ev.f, value=ev.value, error=ev.error,
+                                      action=ev.action, kind=ev.fault, color=color))
+    tl.intervals = _bands(fault_intervals(events), max(last_t, end_time or 0.0), tl.colors)
+    tl.intervals.sort(key=lambda iv: (iv.start, iv.kind))
+    for ev in tl.events:
         if ev.kind and not ev.color:
             ev.color = tl.colors.get(ev.kind) or default_color(ev.kind)
-    tl.intervals.sort(key=lambda iv: (iv.start, iv.kind))
     for iv in tl.intervals:
         tl.colors.setdefault(iv.kind, iv.color)
-    tl.events = events
     return tl

@@ -14,30 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkers.result import ANOMALY_TYPES
-from harness.history import HistoryFormatError, Op, read_history
+from checkers.history import HistoryFormatError, Op, read_history
+from checkers.result import ANOMALY_TYPES, DESCRIPTIONS
 
 log = logging.getLogger(__name__)
 
 VALID, INVALID, UNKNOWN = "valid", "invalid", "unknown"
-
-# Used when results.json lacks a description (or is missing altogether).
-DESCRIPTIONS: dict[str, str] = {
-    "inconsistent-offset": "One offset of a partition was associated with two or more different values.",
-    "duplicate": "One value was found at two or more offsets of a partition.",
-    "nonlinearizable-offset": "A send acknowledged before another send to the same partition was invoked "
-                              "got an offset that is not lower than the later send's.",
-    "nonmonotonic-send": "Within one process, successive sends to a partition got offsets that do not increase.",
-    "nonmonotonic-poll": "Within one process and assignment, successive polls of a partition returned "
-                         "offsets that do not increase.",
-    "poll-skip": "A consumer jumped over offsets that hold values known from other observations.",
-    "lost-write": "An acknowledged send was never read, although reads of its partition went past its offset "
-                  "or the final drain completed.",
-    "unseen": "An acknowledged send was never read and no read reached its offset (informational).",
-    "phantom-write": "A send that completed as failed had its value read.",
-    "unclean-election": "A partition's leadership moved to a replica that was not in the last observed ISR.",
-}
-
 
 @dataclass
 class AnomalyRow:

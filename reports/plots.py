@@ -20,6 +20,9 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from checkers.elections import Sample, unclean_elections
+from checkers.history import HistoryFormatError, sample_view
+
 from .digest import Digest, as_partition
 from .faults import FaultTimeline
 
@@ -248,26 +251,16 @@ def offsets_plot(d: Digest, tl: FaultTimeline, anomalies: dict[str, list[dict[st
 
 
 def _derive_elections(samples: list[tuple[float, dict[str, Any]]]) -> list[dict[str, Any]]:
-    """Leader changes to a replica outside the last observed ISR (only used
-    when results.json does not say)."""
-    out = []
-    last: dict[Any, tuple[Any, list[Any]]] = {}
-    for t, s in samples:
-        parts = s.get("partitions")
-        if not isinstance(parts, dict):
+    """Unclean elections computed from the samples (only used when
+    results.json does not say), as the checkers compute them."""
+    rows = []
+    for i, (t, v) in enumerate(samples):
+        try:
+            view, _ = sample_view(v, f"sample {i}")
+        except HistoryFormatError:
             continue
-        for p, st in parts.items():
-            if not isinstance(st, dict):
-                continue
-            p = as_partition(p)
-            leader, isr = st.get("leader"), st.get("isr") if isinstance(st.get("isr"), list) else []
-            if p in last:
-                pl, pisr = last[p]
-                if leader is not None and leader != pl and pisr and leader not in pisr:
-                    out.append({"partition": p, "time": t * 1e9, "to_leader": leader})
-            if leader is not None:
-                last[p] = (leader, isr)
-    return out
+        rows.append(Sample(i, i, int(t * 1e9), view))
+    return unclean_elections(rows)
 
 
 def leaders_plot(d: Digest, tl: FaultTimeline, elections: list[dict[str, Any]], derived: bool) -> Plot:

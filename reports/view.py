@@ -8,7 +8,9 @@ import json
 from typing import Any
 
 from .digest import as_partition
-from .faults import classify, default_color, safe_color
+from checkers.history import fault_boundary
+
+from .faults import default_color, safe_color
 
 MAX_TEXT = 300
 MAX_LIST = 8
@@ -140,7 +142,7 @@ def fault_text(fault: Any, since: str = "since") -> tuple[str, str | None]:
             parts.append(f"{since} {fault['time'] / 1e9:.3f} s")
         if isinstance(fault.get("healed_time"), (int, float)):
             parts.append(f"(healed at {fault['healed_time'] / 1e9:.3f} s)")
-        _, kind = classify(f, value if isinstance(value, dict) else {"fault": fault.get("fault")})
+        _, kind = fault_boundary(f, value if isinstance(value, dict) else {"fault": fault.get("fault")})
         color = (safe_color(value.get("color")) if isinstance(value, dict) else None) or \
             (default_color(kind) if kind else None)
         return " ".join(p for p in parts if p), color

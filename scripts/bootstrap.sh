@@ -18,7 +18,7 @@ need_root() {
 # 1. System packages (Debian/Ubuntu). Each entry: command-to-probe:package.
 missing=()
 for pair in dockerd:docker.io iptables:iptables debootstrap:debootstrap mvn:maven java:openjdk-17-jre-headless \
-            chromium:chromium ip:iproute2 tar:tar; do
+            chromium:chromium chromedriver:chromium-driver ip:iproute2 tar:tar; do
   cmd="${pair%%:*}"; pkg="${pair##*:}"
   if [ "$cmd" = debootstrap ]; then
     command -v debootstrap >/dev/null 2>&1 || [ -x /usr/sbin/debootstrap ] || missing+=("$pkg")

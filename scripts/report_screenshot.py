@@ -10,28 +10,24 @@ report's sections have ids such as #summary, #anomaly-<type>, #plots,
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+from PIL import Image
 
-from PIL import Image  # noqa: E402
-
-from reports.browser import Browser, find_chromium  # noqa: E402
+from browser import ChromiumMissing, load, screenshot, start_chromium  # scripts/browser.py, next to this file
 
 DEFAULT_PARTS = ("header", "#anomalies > table", "#anomaly-lost-write", "#unclean-elections", "#plot-leaders")
 WIDTH = 1280
 
 BOXES = """
-(sels => sels.map(sel => {
+return arguments[0].map(sel => {
   const el = document.querySelector(sel);
   if (!el) return null;
   const r = el.getBoundingClientRect();
   return [r.left + scrollX, r.top + scrollY, r.width, r.height];
-}))(%s)
+});
 """
 
 
@@ -47,23 +43,22 @@ def main() -> int:
     if not report.is_file():
         print(f"error: no report at {report} (make one with: kchaos report {args.run_dir})", file=sys.stderr)
         return 64
-    binary = find_chromium()
-    if binary is None:
-        print("error: headless Chromium not found (install Debian's 'chromium')", file=sys.stderr)
-        return 3
     ids = args.parts or list(DEFAULT_PARTS)
     parts: list[Image.Image] = []
-    with Browser(binary) as b, tempfile.TemporaryDirectory() as tmp:
-        b.open_page(viewport=(WIDTH, 900))
-        b.send("Page.enable")
-        b.load(report.resolve().as_uri())
-        for i, box in enumerate(b.evaluate(BOXES % json.dumps(ids))):
+    try:
+        driver = start_chromium(viewport=(WIDTH, 900))
+    except ChromiumMissing as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 3
+    with driver, tempfile.TemporaryDirectory() as tmp:
+        load(driver, report.resolve().as_uri())
+        for i, box in enumerate(driver.execute_script(BOXES, ids)):
             if box is None:
                 continue
             x, y, w, h = box
             pad = 8
             clip = (max(x - pad, 0), max(y - pad, 0), min(w + 2 * pad, WIDTH), min(h + 2 * pad, args.max_height))
-            parts.append(Image.open(b.screenshot(Path(tmp) / f"{i}.png", clip=clip)).convert("RGB"))
+            parts.append(Image.open(screenshot(driver, Path(tmp) / f"{i}.png", clip=clip)).convert("RGB"))
     missing = len(ids) - len(parts)
     if not parts:
         print(f"error: none of {', '.join(ids)} is in {report}", file=sys.stderr)

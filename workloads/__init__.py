@@ -1,4 +1,5 @@
 """Workloads: clients that turn history ops into Kafka calls.
+Imports neither nemesis nor infra: clients reach Kafka through bootstrap addresses only.
 
 The queue workload (``QueueClient``) after Jepsen's Kafka queue test, its
 delivery-error classification, and the final drain. See ``workloads.core``

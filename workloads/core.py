@@ -24,10 +24,10 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Protocol, runtime_checkable
 
-Op = dict[str, Any]
-Mode = Literal["assign", "subscribe"]
+# The completion types a client returns are the history contract's.
+from checkers.history import FAIL, INFO, OK, Op  # noqa: F401
 
-OK, FAIL, INFO = "ok", "fail", "info"
+Mode = Literal["assign", "subscribe"]
 
 #: Logger that receives every librdkafka log line (instead of stderr).
 LIBRDKAFKA_LOGGER = "kchaos.librdkafka"

@@ -5,42 +5,30 @@ it is produced explicitly to that partition, and its value is an int unique
 per partition, written as ASCII decimal (right-padded with spaces to
 ``ClientContext.message_bytes``, which ``int()`` ignores when reading).
 
-Ops and completions (``process``/``index``/``time`` are added by the runner):
+Ops and completions follow the history contract (``checkers.history``: the
+value shapes are specified there, not here); ``process``/``index``/``time``
+are added by the runner. What this client decides:
 
-``send``  value ``[[p, v, null], ...]`` (1..batch messages).
-    Every message is produced, then the producer is flushed until the op
-    deadline (``op_timeout_s``); messages without a delivery report by then
-    are purged and their reports collected. Per message the outcome is
-    ``ok`` (report without error: it has an offset), ``fail`` (never entered
-    the producer's queue, or an error ``classify_delivery_error`` calls
-    certain) or ``info`` (anything else, including no report at all).
+``send``  1..batch messages. Every message is produced, then the producer is
+    flushed until the op deadline (``op_timeout_s``); messages without a
+    delivery report by then are purged and their reports collected. Per
+    message the outcome is ``ok`` (report without error: it has an offset),
+    ``fail`` (never entered the producer's queue, or an error
+    ``classify_delivery_error`` calls certain) or ``info`` (anything else,
+    including no report at all). The op is ok when all are, fail when all
+    are, and info otherwise, with ``outcomes`` per message; ``error`` is
+    ``"<n>/<total> <ERROR_NAME>: <text>; ..."``, one entry per distinct error.
 
-    * all ok:   ``{"type": "ok", "value": [[p, v, offset], ...]}``
-    * all fail: ``{"type": "fail", "value": [[p, v, null], ...],
-      "error": ..., "outcomes": ["fail", ...]}``
-    * otherwise ``{"type": "info", "value": [[p, v, offset|null], ...],
-      "error": ..., "outcomes": ["ok" | "fail" | "info", ...]}``: in a mixed
-      batch the acknowledged messages keep their offsets (a report without
-      error is an acknowledgement whatever happened to the others), and
-      ``outcomes`` is aligned with ``value``.
+``poll``  consumes up to ``poll_max_messages`` within ``poll_timeout_s``.
+    Messages returned are always reported ok, with consumer errors seen in
+    the same call in ``error``. A call that returned only errors is ``fail``
+    if the consumer's positions are where the previous polls left them
+    (nothing was consumed), else ``info``.
 
-    ``error`` is ``"<n>/<total> <ERROR_NAME>: <text>; ..."``, one entry per
-    distinct error.
-
-``poll``  value null. Consumes up to ``poll_max_messages`` within
-    ``poll_timeout_s``. ok: ``{"<p>": [[offset, value], ...], ...}`` (``{}`` if
-    nothing arrived). Messages returned are always reported ok, with consumer
-    errors seen in the same call in ``error``. A call that returned only
-    errors is ``fail`` if the consumer's positions are where the previous
-    polls left them (nothing was consumed), else ``info``. Reads carry no
-    side effect the checkers use, so ``fail`` vs ``info`` only documents it.
-
-``assign`` value ``[p, ...]``: assign mode only; partitions kept from the
-    previous assignment continue at their position, new ones start at the
-    earliest offset. ok, or fail if librdkafka rejected it.
-
-``subscribe`` value: the topic (or null): subscribe mode; joins group
-    ``group_id``. ok, or fail if rejected. Rebalances happen inside polls.
+``assign`` (assign mode): partitions kept from the previous assignment
+    continue at their position, new ones start at the earliest offset.
+``subscribe`` (subscribe mode): joins group ``group_id``; rebalances happen
+    inside polls. Both are ok, or fail if librdkafka rejected them.
 
 Completions carry ``"node": ctx.node`` when the context names one.
 """

@@ -13,7 +13,7 @@ from checkers import reference, spark_partition
 from checkers.load import history_to_parquet, read_paired_ops
 from checkers.model import PARQUET_SCHEMA
 from chk_builder import History
-from harness.history import HistoryFormatError
+from checkers.history import HistoryFormatError
 
 ENGINES = ["reference", pytest.param("spark", marks=pytest.mark.spark)]
 
@@ -125,7 +125,7 @@ def test_partition_check_that_raises_is_isolated(monkeypatch: Any) -> None:
 
     def boom(self: Any) -> None:
         raise RuntimeError("kaput")
-    monkeypatch.setattr(spark_partition.Log, "phantom", boom)
+    monkeypatch.setattr(spark_partition.PartitionLog, "phantom", boom)
     t = pa.table({"id": [1, 3], "process": pa.array([0, 5], pa.int32()), "kind": pa.array([0, 4], pa.int8()),
                   "t_inv": [1, 3], "t_done": [2, 4], "pos0": pa.array([0, 0], pa.int32()),
                   "offsets": [[0], [0]], "values": [[1], [1]]})

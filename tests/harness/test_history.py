@@ -5,7 +5,8 @@ import threading
 import pyarrow.parquet as pq
 import pytest
 
-from harness.history import HistoryFormatError, HistoryWriter, read_history
+from checkers.history import HistoryFormatError, read_history
+from harness.history import HistoryWriter
 
 
 def test_writer_assigns_increasing_index_and_time_across_threads(tmp_path):

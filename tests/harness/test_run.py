@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.history import read_history
+from checkers.history import read_history
 
 pytestmark = pytest.mark.cluster
 
@@ -32,9 +32,9 @@ def run_networks(pid: int) -> list:
 
 def test_fault_free_run_reads_back_every_acknowledged_send(tmp_path):
     from harness.config import RunConfig
-    from harness.runner import Run
+    from harness.runner import Runner
     cfg = RunConfig(name="nofault", seed=1234, time_limit=30, store=str(tmp_path))
-    outcome = Run(cfg).execute()
+    outcome = Runner(cfg).execute()
     run_dir = outcome.run_dir
     ops = list(read_history(run_dir / "history.jsonl"))
     client_ops = [o for o in ops if isinstance(o["process"], int) and o["type"] != "invoke"]

@@ -104,7 +104,7 @@ class Fake:
 
     def invoke(self, op):
         self.calls.append(op["f"])
-        return completed(op, {"nodes": [], "fault": "fake"})
+        return completed(op, {"nodes": [], "fault": "fake"}, action=None)
 
     def teardown(self):
         self.calls.append("teardown")
@@ -127,8 +127,9 @@ def test_compose_dispatches_by_f():
 
 
 def test_completed_reports_partial_errors():
-    op = completed({"f": "kill", "value": {"target": "all"}, "index": 3}, {"nodes": ["n1"]}, {"n2": "gone"})
-    assert op["type"] == "info" and "index" not in op
+    op = completed({"f": "kill", "value": {"target": "all"}, "index": 3}, {"nodes": ["n1"]}, {"n2": "gone"},
+                   action="start")
+    assert op["type"] == "info" and "index" not in op and op["value"]["action"] == "start"
     assert op["value"]["errors"] == {"n2": "gone"} and "n2" in op["error"]
 
 

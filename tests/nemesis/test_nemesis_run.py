@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.history import read_history
+from checkers.history import read_history
 
 pytestmark = pytest.mark.cluster
 
@@ -11,13 +11,13 @@ pytestmark = pytest.mark.cluster
 def test_run_with_all_faults_heals_everything(tmp_path):
     from harness.cluster import cluster_down
     from harness.config import RunConfig, validate
-    from harness.runner import Run
+    from harness.runner import Runner
     from nemesis.clock import read_offset
     from nemesis.partition import chain_rules
     cfg = RunConfig(name="allfaults", seed=4242, time_limit=60, rate=100, store=str(tmp_path), keep_cluster=True)
     cfg.nemesis.faults = ["all"]
     cfg.nemesis.interval = 4
-    run = Run(validate(cfg))
+    run = Runner(validate(cfg))
     try:
         outcome = run.execute()
         assert outcome.exit_code in (0, 1, 2), "the run itself must not fail"

@@ -1,18 +1,22 @@
-"""The generated report in a real headless Chromium, driven over the DevTools
-protocol (``--remote-debugging-pipe``, standard library only).
+"""The generated report in a real headless Chromium, driven by Selenium
+through Debian's chromedriver (helpers shared with the screenshot script in
+scripts/browser.py).
 
-Chromium is part of the set-up: if it is missing this FAILS, it does not skip.
+Chromium and chromedriver are part of the set-up: if either is missing this
+FAILS, it does not skip.
 Screenshots go to $KCHAOS_SCREENSHOT_DIR when set, else to a tmp dir (the
 path is printed).
 """
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
-from reports.browser import Browser, find_chromium
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+from browser import ChromiumMissing, load, page_events, screenshot, start_chromium  # noqa: E402
 
 pytestmark = pytest.mark.browser
 
@@ -23,7 +27,6 @@ EXPECT = {  # kind -> (verdict attribute, verdict text, anomaly types that must 
 }
 
 PROBE = r"""
-(() => {
   const v = document.getElementById('verdict');
   const imgs = Array.from(document.querySelectorAll('img.plot'));
   return {
@@ -41,7 +44,6 @@ PROBE = r"""
     alerted: window.__kchaos_alerts || 0,
     bodyText: document.body.innerText,
   };
-})()
 """
 
 # Installed before any page script could run: counts alert/confirm/prompt calls.
@@ -55,19 +57,17 @@ for (const name of ['alert', 'confirm', 'prompt', 'print']) {
 
 @pytest.fixture(scope="module")
 def browser():
-    binary = find_chromium()
-    if binary is None:
-        yield None          # each test then fails with the message below
-        return
-    b = Browser(binary)
+    """The driver, or why there is none (each test then fails with it)."""
     try:
-        b.open_page(viewport=(1280, 900))
-        for domain in ("Page", "Runtime", "Network", "Log"):
-            b.send(f"{domain}.enable")
-        b.send("Page.addScriptToEvaluateOnNewDocument", {"source": HOOK})
-        yield b
+        driver = start_chromium(viewport=(1280, 900), logs=True)
+    except ChromiumMissing as e:
+        yield str(e)
+        return
+    try:
+        driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": HOOK})
+        yield driver
     finally:
-        b.close()
+        driver.quit()
 
 
 @pytest.fixture(scope="module")
@@ -81,15 +81,16 @@ def shot_dir(tmp_path_factory) -> Path:
 
 @pytest.mark.parametrize("kind", list(EXPECT))
 def test_report_in_chromium(kind, rendered, browser, shot_dir):
-    if browser is None:
-        pytest.fail("headless Chromium is required for the browser tests and was not found "
-                    "(expected /usr/bin/chromium: install Debian's 'chromium' package, or point "
-                    "KCHAOS_CHROMIUM at a Chromium binary)", pytrace=False)
+    if isinstance(browser, str):
+        pytest.fail(f"the browser tests need headless Chromium and chromedriver: {browser}", pytrace=False)
     report = (rendered[kind] / "report.html").resolve()
     url = report.as_uri()
-    start = browser.load(url)
-    info = browser.evaluate(PROBE)
-    events = browser.events[start:]
+    page_events(browser)                # drop what earlier pages logged
+    browser.get_log("browser")
+    load(browser, url)
+    info = browser.execute_script(PROBE)
+    events = page_events(browser)       # Network.* and Page.* DevTools events of this page
+    console = browser.get_log("browser")  # console calls, exceptions, CSP and other Log entries
 
     verdict, label, failing = EXPECT[kind]
     assert info["verdict"] == verdict and info["verdictText"] == label and info["verdictVisible"]
@@ -113,16 +114,10 @@ def test_report_in_chromium(kind, rendered, browser, shot_dir):
     assert info["alerted"] == 0
     assert not [e for e in events if e["method"] == "Page.javascriptDialogOpening"]
 
-    # no console errors, no exceptions, no CSP violations
-    problems = []
-    for e in events:
-        m, p = e["method"], e.get("params", {})
-        if m == "Runtime.exceptionThrown":
-            problems.append(p)
-        elif m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert", "warning"):
-            problems.append(p)
-        elif m == "Log.entryAdded" and p.get("entry", {}).get("level") in ("error", "warning"):
-            problems.append(p["entry"])
+    # no console errors, no exceptions, no CSP violations: chromedriver logs
+    # console.error/assert and exceptions as SEVERE, console.warn as WARNING,
+    # and Log entries (CSP, network, interventions) at their own level
+    problems = [e for e in console if e["level"] in ("SEVERE", "WARNING")]
     assert problems == []
 
     # no network beyond the file itself and data: URIs
@@ -132,7 +127,7 @@ def test_report_in_chromium(kind, rendered, browser, shot_dir):
     assert bad == []
     assert not [e for e in events if e["method"] == "Network.loadingFailed"]
 
-    png = browser.screenshot(shot_dir / f"report-{kind}.png", full_page=True)
+    png = screenshot(browser, shot_dir / f"report-{kind}.png", full_page=True)
     data = png.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 50_000
     print(f"screenshot: {png}")

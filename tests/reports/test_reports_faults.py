@@ -1,31 +1,13 @@
 """Fault intervals from nemesis ops."""
 from __future__ import annotations
 
-from reports.faults import PALETTE, classify, fault_timeline, safe_color
+from reports.faults import PALETTE, fault_timeline, safe_color
 
 S = 1_000_000_000
 
 
 def nem(i, t, f, value=None, typ="invoke"):
     return {"index": i, "time": int(t * S), "process": "nemesis", "type": typ, "f": f, "value": value or {}}
-
-
-def test_classify():
-    assert classify("start-partition", {}) == ("start", "partition")
-    assert classify("stop-partition", {}) == ("stop", "partition")
-    assert classify("kill", {}) == ("start", "kill")
-    assert classify("start", {}) == ("stop", "kill")
-    assert classify("restart", {}) == ("stop", "kill")
-    assert classify("pause", {}) == ("start", "pause")
-    assert classify("resume", {}) == ("stop", "pause")
-    assert classify("bump-clock", {}) == ("start", "clock")
-    assert classify("strobe-clock", {}) == ("start", "clock")
-    assert classify("reset-clock", {}) == ("stop", "clock")
-    assert classify("heal", {}) == ("heal", None)
-    assert classify("isolate-leader", {"fault": "partition"}) == ("start", "partition")
-    assert classify("start-netem", {}) == ("start", "netem")
-    assert classify("stop-netem", {"fault": "latency"}) == ("stop", "latency")
-    assert classify("sample", {}) == (None, None)
 
 
 def test_intervals_pairs_and_heal():
@@ -71,3 +53,11 @@ def test_safe_color():
     assert safe_color("tab:blue").startswith("#")
     for bad in ("red; background: url(http://x)", "javascript:alert(1)", 12, None, "", "#12345g"):
         assert safe_color(bad) is None
+
+
+def test_explicit_actions_win_over_names():
+    ops = [nem(0, 1, "cut", {"nodes": ["n1"], "fault": "netem", "action": "start"}, "info"),
+           nem(1, 2, "kill", {"nodes": ["n1"], "fault": "kill", "action": None}, "info"),
+           nem(2, 4, "uncut", {"nodes": ["n1"], "fault": "netem", "action": "stop"}, "info")]
+    tl = fault_timeline(ops)
+    assert [(iv.kind, iv.start, iv.end) for iv in tl.intervals] == [("netem", 1.0, 4.0)]

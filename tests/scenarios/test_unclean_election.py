@@ -13,12 +13,12 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 def test_unclean_election_scenario_is_invalid_with_a_lost_write_acknowledged_before_it(tmp_path):
     from harness.config import load, validate
-    from harness.runner import Run
+    from harness.runner import Runner
     cfg = load(EXAMPLES / "unclean-election.toml")
     cfg.time_limit = 60
     cfg.store = str(tmp_path)
     cfg.seed = 5
-    outcome = Run(validate(cfg)).execute()
+    outcome = Runner(validate(cfg)).execute()
     results = json.loads((outcome.run_dir / "results.json").read_text())
     assert outcome.exit_code == 1 and results["valid"] is False
 

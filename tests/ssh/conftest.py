@@ -56,7 +56,7 @@ def inventory(ssh_env) -> Path:
 
 @pytest.fixture(scope="session")
 def ssh_nodes(inventory):
-    from infra.ssh_backend import connect_all
+    from infra.ssh_node import connect_all
     nodes = connect_all(inventory)
     try:
         yield nodes

@@ -72,7 +72,7 @@ def test_run_config_backend_validation(tmp_path: Path):
 
 
 def test_probe_parsing_decides_what_to_install():
-    from infra.ssh_backend import parse_probe
+    from infra.ssh_provision import parse_probe
     p = parse_probe("missing iptables\nmissing pgrep\nmissing libfaketime\npm apt-get\n"
                     'java openjdk version "11.0.2" 2019-01-15\n')
     assert p.apt and p.java_major == 11

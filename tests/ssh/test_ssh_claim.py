@@ -69,7 +69,7 @@ def test_a_refusal_on_one_host_gives_back_the_others(hosts):
 
 
 def test_a_dead_harness_claim_is_taken_over_and_clean_frees_any(hosts, inventory):
-    from infra.ssh_backend import heal_hosts
+    from harness.ssh_hosts import heal_hosts
     gone = {**owner_record("crashed"), "pid": dead_pid()}
     for n in hosts:
         n.run(["sh", "-c", f"mkdir {CLAIM_DIR} && cat > {OWNER_FILE}"], stdin=json.dumps(gone).encode())

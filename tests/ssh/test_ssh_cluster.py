@@ -10,7 +10,8 @@ import time
 import pytest
 
 from broker.config import FAKETIME_FILE
-from infra.ssh_backend import KAFKA_LIB, provision
+from harness.ssh_hosts import provision_hosts
+from infra.distribution import KAFKA_LIB
 from infra.ssh_claim import CLAIM_DIR
 
 pytestmark = pytest.mark.cluster
@@ -24,7 +25,7 @@ def test_provision_uploads_what_differs_and_removes_strays(ssh_env, ssh_nodes):
                           f"&& touch {KAFKA_LIB}/stray-0.1.jar && echo +60s > {FAKETIME_FILE} "
                           "&& rm -rf /var/log/kafka"])
     t0 = time.monotonic()
-    report = provision(node, ssh_env.dist)
+    report = provision_hosts([node], ssh_env.dist)[node.name]
     assert time.monotonic() - t0 < 30
     assert (report.installed, report.uploaded, report.removed, report.skipped) == ([], 2, 1, len(jars) - 2)
     listing = node.run(["find", KAFKA_LIB, "-maxdepth", "1", "-type", "f", "-printf", "%s %f\\n"]).out
@@ -37,18 +38,19 @@ def test_provision_uploads_what_differs_and_removes_strays(ssh_env, ssh_nodes):
 
 def test_a_short_run_with_partitions_over_ssh(ssh_env, inventory, tmp_path):
     from harness.run_cli import build_config
-    from harness.runner import Run
+    from harness.runner import Runner
     cfg = build_config(None, nodes=None, kafka_version=None, time_limit=20, rate=100, concurrency=4, seed=4242,
                        nemesis="partition", nemesis_interval=5, name="sshrun", store=str(tmp_path),
                        keep_cluster=None, spark_master=None, inventory=inventory)
     cfg.checker["engine"] = "reference"  # the verdict's definitions, without a Spark session on 2 cores
     assert (cfg.backend, cfg.nodes) == ("ssh", 3)
     t0 = time.monotonic()
-    outcome = Run(cfg).execute()
+    outcome = Runner(cfg).execute()
     took = time.monotonic() - t0
     results = json.loads((outcome.run_dir / "results.json").read_text())
     assert outcome.exit_code == 0 and results["valid"] is True, (results.get("errors"), results.get("anomalies"))
-    history = [json.loads(line) for line in open(outcome.run_dir / "history.jsonl")]
+    from checkers.history import read_history  # skips the format header
+    history = list(read_history(outcome.run_dir / "history.jsonl"))
     partitions = [o for o in history if o["process"] == "nemesis" and o["f"] == "start-partition"]
     acked = sum(1 for o in history if o["f"] == "send" and o["type"] == "ok")
     assert partitions and acked >= 10, (len(partitions), acked)  # a loaded 2-core machine manages ~80+
@@ -58,7 +60,7 @@ def test_a_short_run_with_partitions_over_ssh(ssh_env, inventory, tmp_path):
     assert stored["backend"] == "ssh" and stored["inventory"] == str(inventory.resolve())
     # Torn down through SSH only: brokers gone, no chain left, clocks true; the hosts remain.
     from nemesis.partition import chain_rules
-    from infra.ssh_backend import connect_all
+    from infra.ssh_node import connect_all
     from broker.lifecycle import PROCESS_PATTERN
     for node in connect_all(inventory):
         assert node.run(["pgrep", "-f", PROCESS_PATTERN], check=False).exit == 1
@@ -91,7 +93,7 @@ def test_clean_with_an_inventory_heals_the_hosts(ssh_env, inventory, ssh_nodes):
 
 
 def test_heal_hosts_reports_unreachable_hosts_without_raising(ssh_env):
-    from infra.ssh_backend import heal_hosts
+    from harness.ssh_hosts import heal_hosts
     inv = ssh_env.inventory("partly.toml", hosts=[{"address": ssh_env.hosts.hosts[0].address},
                                                   {"address": ssh_env.hosts.hosts[0].address, "port": 2}])
     report = heal_hosts(inv)

@@ -7,8 +7,8 @@ import time
 import pytest
 
 from infra.inventory import load_inventory
-from infra.ssh_backend import (HostKeyChanged, NotRoot, SshAuthRefused, SshNode, SshUnreachable, UnknownHostKey,
-                               fingerprint, nodes_for)
+from infra.ssh_host_keys import HostKeyChanged, UnknownHostKey, fingerprint
+from infra.ssh_node import NotRoot, SshAuthRefused, SshNode, SshUnreachable, nodes_for
 from tests.infra.node_contract import NodeContract
 from tests.ssh.standin import SSH_USER
 

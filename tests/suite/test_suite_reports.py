@@ -7,7 +7,8 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 
-from harness.suite import SuiteRun, expand, parse
+from harness.suite import SuiteRun
+from harness.suite_config import expand, parse
 from reports.suite import load_earlier, suite_junit, write_suite_reports
 
 from .fakes import FakeClock, FakeRunner, make_run_dir

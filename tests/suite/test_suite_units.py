@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from harness.suite import Budget, SuiteRun, expand, exit_code_of, load, parse
+from harness.suite import Budget, SuiteRun, exit_code_of
+from harness.suite_config import expand, load, parse
 from infra.errors import UsageError
 
 from .fakes import FakeClock, FakeRunner

@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from harness.history import HistoryWriter, read_history
+from checkers.history import read_history
+from harness.history import HistoryWriter
 from workloads import ClientContext, QueueClient, drain
 
 pytestmark = pytest.mark.cluster

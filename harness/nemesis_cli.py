@@ -1,5 +1,9 @@
 """``kchaos nemesis ...``: inject one fault by hand into a cluster left up by
-``kchaos cluster up``, and heal it again."""
+``kchaos cluster up``, and heal it again.
+
+It lives in harness, not nemesis, because it attaches to clusters through
+``harness.cluster``: the nemesis package stays free of harness imports.
+"""
 from __future__ import annotations
 
 import json
@@ -82,6 +86,7 @@ target_option = click.option("--target", default="random", show_default=True,
 
 
 def register(app: click.Group) -> None:
+    """Add ``kchaos nemesis`` to the top-level group."""
     app.add_command(nemesis_group)
 
 

@@ -4,45 +4,30 @@
 vectors quoted once by ``shell_join``, coreutils ``timeout`` on the host (exit
 124), stdin, environment, detached commands, SFTP for files. Commands run as
 root: a login as root runs them directly, any other user through ``sudo -n``
-(a user without passwordless sudo is refused at connect time).
+(a user without passwordless sudo is refused at connect time). Host keys are
+checked as ``infra.ssh_host_keys`` says.
 
-Host keys are checked against known_hosts (never trusted blindly);
-``accept_new_host_keys = true`` in the inventory records unknown keys there,
-like OpenSSH's ``StrictHostKeyChecking=accept-new``, and still refuses a key
-that changed.
-
-``provision`` makes a host able to run a broker (packages through apt-get,
-the Kafka jars, the folders the broker uses); ``heal_hosts`` is what
-``kchaos clean --inventory`` does to hosts that outlive any run.
+Making a host able to run a broker is ``infra.ssh_provision``; healing and
+stopping hosts that outlive a run is ``harness.ssh_hosts``.
 """
 from __future__ import annotations
 
-import base64
-import hashlib
 import logging
 import posixpath
-import re
 import select
 import socket
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable, Sequence
+from typing import Sequence
 
-from infra import ssh_claim
 from infra.errors import KchaosError, NodeCommandError, NodeUnreachable, UsageError
 from infra.inventory import HostSpec, Inventory, InventoryError, load_inventory
-from infra.node import DEFAULT_TIMEOUT_S, CommandResult, checked, shell_join
+from infra.node import DEFAULT_TIMEOUT_S, CommandResult, checked, parallel, shell_join
+from infra.ssh_host_keys import HostKeyChanged, UnknownHostKey, fingerprint, host_key_policy, known_hosts_name
 
 log = logging.getLogger(__name__)
 
-KAFKA_HOME = "/opt/kafka"
-KAFKA_LIB = f"{KAFKA_HOME}/lib"
-KAFKA_CONFIG = f"{KAFKA_HOME}/config"
-HOST_DIRS = ("/etc/kafka", "/var/lib/kafka/data", "/var/log/kafka", "/etc/kchaos", KAFKA_LIB, KAFKA_CONFIG)
-FAKETIME_FILE = "/etc/kchaos/faketime"
 # Concurrent channels per connection: OpenSSH's MaxSessions defaults to 10.
 MAX_CHANNELS = 4
 # Beyond the remote `timeout` (which kills at timeout, then -k 5 s later), how
@@ -59,63 +44,8 @@ class SshAuthRefused(UsageError):
     """The host refused the key (or the user) the inventory names."""
 
 
-class UnknownHostKey(UsageError):
-    """The host's key is not in known_hosts and new keys are not accepted."""
-
-
-class HostKeyChanged(KchaosError):
-    """known_hosts holds a different key for this host: reinstalled, or intercepted."""
-
-
 class NotRoot(UsageError):
     """The login user is not root and cannot use passwordless sudo."""
-
-
-class ProvisionError(KchaosError):
-    """A host lacks what a broker needs and it could not be installed."""
-
-
-def fingerprint(key) -> str:
-    digest = base64.b64encode(hashlib.sha256(key.asbytes()).digest()).decode().rstrip("=")
-    return f"{key.get_name()} SHA256:{digest}"
-
-
-def known_hosts_name(address: str, port: int) -> str:
-    """How known_hosts (and paramiko) name a host: ``addr`` on 22, ``[addr]:port`` otherwise."""
-    return address if port == 22 else f"[{address}]:{port}"
-
-
-_KNOWN_HOSTS_LOCK = threading.Lock()
-
-
-def _append_known_host(path: Path, name: str, key) -> None:
-    with _KNOWN_HOSTS_LOCK:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        prefix = ""
-        if path.exists() and path.stat().st_size and not path.read_bytes().endswith(b"\n"):
-            prefix = "\n"
-        with open(path, "a") as f:
-            f.write(f"{prefix}{name} {key.get_name()} {key.get_base64()}\n")
-
-
-def _host_key_policy(node: "SshNode"):
-    import paramiko
-
-    class Policy(paramiko.MissingHostKeyPolicy):
-        def missing_host_key(self, client, hostname, key):
-            if not node.accept_new_host_keys:
-                missing = "" if node.spec.known_hosts.exists() else " (that file does not exist)"
-                raise UnknownHostKey(
-                    f"{node.label}: host key {fingerprint(key)} is not in {node.spec.known_hosts}{missing}; "
-                    f"check it and add it (ssh-keyscan -p {node.spec.port} {node.spec.address} >> "
-                    f"{node.spec.known_hosts}), or set accept_new_host_keys = true in the inventory "
-                    "for throw-away hosts")
-            _append_known_host(node.spec.known_hosts, hostname, key)
-            client.get_host_keys().add(hostname, key.get_name(), key)
-            log.warning("%s: accepted new host key %s, saved to %s", node.label, fingerprint(key),
-                        node.spec.known_hosts)
-
-    return Policy()
 
 
 # -- the node ------------------------------------------------------------------------
@@ -161,7 +91,7 @@ class SshNode:
                 client.load_system_host_keys(str(spec.known_hosts))
             except (OSError, paramiko.SSHException) as exc:
                 raise InventoryError(f"{self.name}: cannot read known_hosts {spec.known_hosts}: {exc}") from None
-        client.set_missing_host_key_policy(_host_key_policy(self))
+        client.set_missing_host_key_policy(host_key_policy(spec, self.label, self.accept_new_host_keys))
         t = self.connect_timeout
         try:
             client.connect(spec.address, spec.port, username=spec.user, pkey=pkey,
@@ -444,12 +374,6 @@ class SshNode:
 
 
 # -- many hosts ---------------------------------------------------------------------
-def _parallel(fn: Callable, items: Iterable) -> list:
-    items = list(items)
-    with ThreadPoolExecutor(max_workers=max(1, len(items))) as pool:
-        return list(pool.map(fn, items))
-
-
 def nodes_for(inventory: Inventory | str | Path) -> list[SshNode]:
     """SshNodes for every host, not yet connected."""
     inv = inventory if isinstance(inventory, Inventory) else load_inventory(inventory)
@@ -468,211 +392,9 @@ def connect_all(inventory: Inventory | str | Path) -> list[SshNode]:
         except KchaosError as exc:
             return exc
 
-    errors = [e for e in _parallel(attempt, nodes) if e is not None]
+    errors = [e for e in parallel(attempt, nodes) if e is not None]
     if errors:
         for n in nodes:
             n.close()
         raise errors[0]
     return nodes
-
-
-# -- provisioning ------------------------------------------------------------------
-JRE_CANDIDATES = ("openjdk-17-jre-headless", "openjdk-21-jre-headless", "default-jre-headless")
-COMMAND_PACKAGES = {
-    "iptables": "iptables", "ip": "iproute2", "pgrep": "procps", "pkill": "procps", "ps": "procps",
-    "timeout": "coreutils", "setsid": "util-linux",
-}
-MIN_JAVA = 17
-
-PROBE_SCRIPT = r"""
-for c in java iptables ip pgrep pkill ps timeout setsid; do
-  command -v "$c" >/dev/null 2>&1 || echo "missing $c"
-done
-ls /usr/lib/*/faketime/libfaketimeMT.so.1 >/dev/null 2>&1 || echo "missing libfaketime"
-command -v apt-get >/dev/null 2>&1 && echo "pm apt-get"
-command -v java >/dev/null 2>&1 && java -version 2>&1 | head -n 1 | sed 's/^/java /'
-exit 0
-"""
-
-
-@dataclass
-class Probe:
-    missing: list[str] = field(default_factory=list)   # commands / libraries absent
-    java_major: int | None = None
-    apt: bool = False
-
-    def packages(self) -> list[str]:
-        """What to install: "jre" stands for the JRE package chosen on the host."""
-        pkgs: list[str] = []
-        if "java" in self.missing or (self.java_major is not None and self.java_major < MIN_JAVA):
-            pkgs.append("jre")
-        for c in self.missing:
-            if c in COMMAND_PACKAGES:
-                pkgs.append(COMMAND_PACKAGES[c])
-            elif c == "libfaketime":
-                pkgs.append("libfaketime")
-        return list(dict.fromkeys(pkgs))
-
-
-def parse_probe(text: str) -> Probe:
-    probe = Probe()
-    for line in text.splitlines():
-        kind, _, rest = line.strip().partition(" ")
-        if kind == "missing":
-            probe.missing.append(rest.strip())
-        elif kind == "pm" and rest.strip() == "apt-get":
-            probe.apt = True
-        elif kind == "java":
-            m = re.search(r'version "(\d+)(?:\.(\d+))?', rest)
-            if m:
-                major = int(m.group(1))
-                probe.java_major = int(m.group(2) or 0) if major == 1 else major
-    return probe
-
-
-@dataclass
-class ProvisionReport:
-    installed: list[str] = field(default_factory=list)
-    uploaded: int = 0
-    skipped: int = 0
-    removed: int = 0
-
-
-def _probe(node: SshNode) -> Probe:
-    return parse_probe(node.run(["sh", "-c", PROBE_SCRIPT], timeout=60).out)
-
-
-def _install_packages(node: SshNode, probe: Probe) -> list[str]:
-    wanted = probe.packages()
-    if not wanted:
-        return []
-    what = ", ".join("a JRE (17+)" if p == "jre" else p for p in wanted)
-    if not probe.apt:
-        raise ProvisionError(f"{node.label}: missing {what} and no apt-get to install them; "
-                             "install them on the host yourself")
-    apt_env = {"DEBIAN_FRONTEND": "noninteractive", "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
-    log.info("%s: installing %s with apt-get", node.name, what)
-    res = node.run(["apt-get", "update", "-qq"], env=apt_env, timeout=600, check=False)
-    if res.exit != 0:
-        tail = (res.err or res.out).strip().splitlines()[-1:] or [f"exit {res.exit}"]
-        raise ProvisionError(f"{node.label}: apt-get update failed: {tail[0]}")
-    packages = [p for p in wanted if p != "jre"]
-    if "jre" in wanted:
-        script = "for p in " + " ".join(JRE_CANDIDATES) + \
-                 "; do apt-cache show \"$p\" >/dev/null 2>&1 && { echo \"$p\"; exit 0; }; done; exit 1"
-        pick = node.run(["sh", "-c", script], timeout=60, check=False)
-        if pick.exit != 0 or not pick.out.strip():
-            raise ProvisionError(f"{node.label}: no Java {MIN_JAVA}+ package ({', '.join(JRE_CANDIDATES)}) "
-                                 "in the host's apt sources; install a JRE yourself")
-        packages.insert(0, pick.out.strip())
-    res = node.run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages],
-                   env=apt_env, timeout=1200, check=False)
-    if res.exit != 0:
-        tail = (res.err or res.out).strip().splitlines()[-1:] or [f"exit {res.exit}"]
-        raise ProvisionError(f"{node.label}: apt-get install {' '.join(packages)} failed: {tail[0]}")
-    return packages
-
-
-def provision(node: SshNode, dist) -> ProvisionReport:
-    """Make one host ready for ``broker.Broker``: packages, jars, log4j2 config, folders.
-
-    ``dist`` is an ``infra.distribution.KafkaDistribution``. Jars already on the
-    host with the same size are kept; jars the distribution lacks are removed
-    (the broker's classpath is the whole folder).
-    """
-    report = ProvisionReport()
-    probe = _probe(node)
-    report.installed = _install_packages(node, probe)
-    if report.installed:
-        after = _probe(node)
-        if after.packages():
-            what = ", ".join("a JRE (17+)" if p == "jre" else p for p in after.packages())
-            extra = ""
-            if "jre" in after.packages() and after.java_major is not None:
-                extra = f" (java on PATH is still {after.java_major}: update-alternatives --config java)"
-            raise ProvisionError(f"{node.label}: still missing {what} after apt-get install{extra}")
-    node.run(["sh", "-c", f"mkdir -p {' '.join(HOST_DIRS)} && printf '+0s\\n' > {FAKETIME_FILE}"])
-    local = {p.name: p for p in sorted(Path(dist.lib).glob("*.jar"))}
-    listing = node.run(["find", KAFKA_LIB, "-maxdepth", "1", "-type", "f", "-printf", "%s %f\\n"]).out
-    remote: dict[str, int] = {}
-    for line in listing.splitlines():
-        size, _, name = line.partition(" ")
-        if size.isdigit() and name:
-            remote[name] = int(size)
-    stale = sorted(n for n in remote if n not in local)
-    if stale:
-        node.run(["rm", "-f", "--", *(f"{KAFKA_LIB}/{n}" for n in stale)])
-    uploads = [(p, f"{KAFKA_LIB}/{n}") for n, p in local.items() if remote.get(n) != p.stat().st_size]
-    uploads.append((Path(dist.log4j_config), f"{KAFKA_CONFIG}/log4j2.xml"))
-    node.put_many(uploads)
-    report.removed = len(stale)
-    report.uploaded = len(uploads) - 1
-    report.skipped = len(local) - report.uploaded
-    log.info("%s provisioned: %s", node.name, report)
-    return report
-
-
-def provision_all(nodes: Sequence[SshNode], dist) -> dict[str, ProvisionReport]:
-    return dict(zip([n.name for n in nodes], _parallel(lambda n: provision(n, dist), nodes)))
-
-
-# -- healing ------------------------------------------------------------------------
-def heal_script() -> str:
-    """Kill the broker, remove the KCHAOS chain, reset the clock (nemesis' own heal)."""
-    from broker.lifecycle import PROCESS_PATTERN
-    from nemesis.packages import heal_node_script
-    return "\n".join([f"pkill -KILL -f {shell_join([PROCESS_PATTERN])} 2>/dev/null || true",
-                      heal_node_script()])
-
-
-def heal_node(node: SshNode, timeout_s: float = 60.0) -> None:
-    node.run(["sh", "-c", heal_script()], timeout=timeout_s)
-
-
-def heal_hosts(inventory: Inventory | str | Path) -> dict[str, str]:
-    """What `kchaos clean --inventory` does: on every host, kill the broker, remove
-    the KCHAOS iptables chain, reset the clock file to +0s and drop any cluster's
-    claim on the host. Hosts that cannot be
-    reached are reported, not raised: {node: "ok" | error}."""
-    nodes = nodes_for(inventory)
-
-    def heal(node: SshNode) -> str:
-        try:
-            heal_node(node)
-            ssh_claim.drop(node)
-            return "ok"
-        except KchaosError as exc:
-            return str(exc)
-        finally:
-            node.close()
-
-    return dict(zip([n.name for n in nodes], _parallel(heal, nodes)))
-
-
-def reset_hosts(nodes: Sequence[SshNode]) -> None:
-    """Before a new cluster: no broker, no fault, no data or logs from an earlier one."""
-    from broker.config import DATA_DIR, LOG_DIR
-
-    def reset(node: SshNode) -> None:
-        heal_node(node)
-        node.run(["sh", "-c", f"rm -rf {DATA_DIR}/* {LOG_DIR}/*"], timeout=120)
-
-    _parallel(reset, nodes)
-
-
-def stop_hosts(nodes: Sequence[SshNode], cluster: str | None = None) -> dict[str, str]:
-    """A cluster's end on SSH hosts: brokers killed, faults healed, data kept for a
-    look, and (given the cluster's name) the hosts' claim given back."""
-    def stop(node: SshNode) -> str:
-        try:
-            heal_node(node)
-            if cluster is not None:
-                ssh_claim.release(node, cluster)
-            return "ok"
-        except KchaosError as exc:
-            log.warning("stopping %s failed: %s", node.name, exc)
-            return str(exc)
-        finally:
-            node.close()
-
-    return dict(zip([n.name for n in nodes], _parallel(stop, nodes)))

@@ -1,0 +1,362 @@
+"""The history format: the one spec of what a run records, and its reader.
+
+Everything that reads a history (checkers, reports, the runner's progress
+line, benchmarks) reads it through this module; the harness only writes it
+(``harness.history.HistoryWriter``). Standard library only, so that it sits
+below every package that uses it. See docs/design.md, "The history".
+
+File: ``history.jsonl``, one JSON object per line, appended and flushed as it
+happens (a crash loses at most the line being written). The first line is a
+header ``{"kchaos-history": FORMAT_VERSION, ...}``; a history without one is
+format 1 (written before the header existed) and reads the same way, except
+that its nemesis ops name no ``action`` (see ``fault_boundary``).
+
+Op fields:
+
+=========  ==================================================================
+index      position in the history (0, 1, 2, ...), assigned by the writer
+time       nanoseconds since the run started (harness monotonic clock)
+process    int for a logical client; "nemesis" for faults; "sampler" for
+           metadata samples. A crashed client's successor gets a new int.
+type       "invoke", then exactly one completion: "ok" | "fail" | "info"
+f          "send" | "poll" | "assign" | "subscribe" | "sample" | nemesis op
+value      see below
+error      client error text on fail/info (optional)
+node       the node the client talked to (optional)
+drain      true on the final phase's reads of each partition (optional)
+=========  ==================================================================
+
+Each process has at most one op outstanding: an invoke pairs with the next
+completion of the same process.
+
+Values, with one topic per run and the key of a message equal to its partition:
+
+* ``send`` invoke: ``[[partition, value, null], ...]``; ok: the same list with
+  the acknowledged offset in place of null; fail: as invoked; info (a mixed
+  or unknown outcome): the acknowledged messages keep their offsets, the rest
+  null, and ``outcomes`` lists "ok" | "fail" | "info" per message.
+  ``value`` is an int, unique per partition (a counter), so it identifies a send.
+* ``poll`` invoke: null; ok: ``{"<partition>": [[offset, value], ...], ...}``.
+* ``assign``: the list of partitions; ``subscribe``: the topic.
+* ``sample`` (process "sampler", type "ok" only, no invoke):
+  ``{"controller": broker_id|null, "partitions": {"<p>": {"leader": id|null,
+  "isr": [ids], "epoch": int|null}}}``. Broker id k runs on node "nk".
+* nemesis ops (process "nemesis"): an invoke with the planned value, then an
+  "info" completion whose value names what was done: ``action`` ("start" |
+  "stop" | "heal", or absent for bookkeeping such as waits), ``fault`` (the
+  fault kind: "partition", "kill", "pause", "clock", ...; a heal without it
+  heals every kind), ``nodes`` (the node names affected) and whatever else
+  describes the fault.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+log = logging.getLogger(__name__)
+
+Op = dict[str, Any]
+
+FORMAT_VERSION = 2
+HEADER_KEY = "kchaos-history"
+
+INVOKE, OK, FAIL, INFO = "invoke", "ok", "fail", "info"
+COMPLETIONS = (OK, FAIL, INFO)
+NEMESIS, SAMPLER = "nemesis", "sampler"
+SEND, POLL, ASSIGN, SUBSCRIBE, SAMPLE = "send", "poll", "assign", "subscribe", "sample"
+
+START, STOP, HEAL = "start", "stop", "heal"
+ACTIONS = (START, STOP, HEAL)
+
+Message = tuple[int, int | None, int]                   # (partition, offset, value)
+PartitionSample = tuple[int, int | None, list[int], int | None]  # (partition, leader, isr, epoch)
+
+
+class HistoryFormatError(Exception):
+    """A history line that cannot be read (not the truncated last line)."""
+
+    exit_code = 3
+
+
+def header() -> dict[str, Any]:
+    """The first line of every history this version writes."""
+    return {HEADER_KEY: FORMAT_VERSION}
+
+
+def _is_header(obj: Any) -> bool:
+    return isinstance(obj, dict) and HEADER_KEY in obj
+
+
+def history_format(path: Path) -> int:
+    """The format version of a history file: its header's, or 1 without one."""
+    with open(path, "r", encoding="utf-8", errors="replace") as fh:
+        first = fh.readline()
+    try:
+        obj = json.loads(first)
+    except json.JSONDecodeError:
+        return 1
+    return int(obj[HEADER_KEY]) if _is_header(obj) else 1
+
+
+def read_history(path: Path) -> Iterator[Op]:
+    """Yield the ops of a JSONL history (not its header).
+
+    A truncated last line (a crash mid-write) is skipped with a warning; a
+    corrupt line anywhere else raises HistoryFormatError naming the line, and
+    so does a header of a newer format than this reader knows.
+    """
+    path = Path(path)
+    with open(path, "r", encoding="utf-8", errors="replace") as fh:
+        pending: tuple[int, str] | None = None
+        for lineno, line in enumerate(fh, start=1):
+            if pending is not None:
+                raise HistoryFormatError(f"{path}:{pending[0]}: corrupt history line: {pending[1][:80]!r}")
+            if not line.strip():
+                continue
+            try:
+                op = json.loads(line)
+            except json.JSONDecodeError:
+                pending = (lineno, line)
+                continue
+            if _is_header(op):
+                version = op[HEADER_KEY]
+                if not isinstance(version, int) or version > FORMAT_VERSION:
+                    raise HistoryFormatError(f"{path}:{lineno}: history format {version!r} is newer than "
+                                             f"this kchaos reads ({FORMAT_VERSION})")
+                continue
+            if not isinstance(op, dict) or "type" not in op or "f" not in op:
+                raise HistoryFormatError(f"{path}:{lineno}: not a history op: {line[:80]!r}")
+            yield op
+        if pending is not None:
+            if pending[1].endswith("\n"):
+                raise HistoryFormatError(f"{path}:{pending[0]}: corrupt history line: {pending[1][:80]!r}")
+            log.warning("%s:%d: ignoring truncated last line (the run was interrupted mid-write)",
+                        path, pending[0])
+
+
+# -- value parsers -------------------------------------------------------------------
+def require_int(x: Any, what: str, where: str) -> int:
+    """``x`` as an int, or HistoryFormatError naming ``what`` and ``where``."""
+    if isinstance(x, bool) or not isinstance(x, int):
+        raise HistoryFormatError(f"{where}: {what} is not an integer: {x!r}")
+    return x
+
+
+def _opt_int(x: Any, what: str, where: str) -> int | None:
+    return None if x is None else require_int(x, what, where)
+
+
+def send_messages(value: Any, ok: bool, where: str) -> list[Message]:
+    """(partition, offset, value) per message of a send; the offset only when
+    ``ok`` (an acknowledged send)."""
+    if not isinstance(value, list):
+        raise HistoryFormatError(f"{where}: send value is not a list: {value!r:.80}")
+    out = []
+    for m in value:
+        if not isinstance(m, list) or len(m) < 2:
+            raise HistoryFormatError(f"{where}: send message is not [partition, value, offset]: {m!r}")
+        offset = m[2] if len(m) > 2 and ok else None
+        out.append((require_int(m[0], "partition", where), _opt_int(offset, "offset", where),
+                    require_int(m[1], "value", where)))
+    return out
+
+
+def poll_reads(value: Any, where: str) -> tuple[list[Message], list[int]]:
+    """The messages a poll read, and the partitions it reported (in order)."""
+    if value is None:
+        return [], []
+    if not isinstance(value, dict):
+        raise HistoryFormatError(f"{where}: poll value is not a dict: {value!r:.80}")
+    msgs: list[Message] = []
+    parts = []
+    for key, pairs in value.items():
+        try:
+            p = int(key)
+        except ValueError:
+            raise HistoryFormatError(f"{where}: poll partition key is not an integer: {key!r}") from None
+        parts.append(p)
+        for pair in pairs or []:
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise HistoryFormatError(f"{where}: poll read is not [offset, value]: {pair!r}")
+            msgs.append((p, require_int(pair[0], "offset", where), require_int(pair[1], "value", where)))
+    return msgs, parts
+
+
+def sample_view(value: Any, where: str) -> tuple[list[PartitionSample], int | None]:
+    """A sample's (partition, leader, isr, epoch) per partition, and the controller."""
+    if not isinstance(value, dict):
+        raise HistoryFormatError(f"{where}: sample value is not a dict: {value!r:.80}")
+    out = []
+    for key, s in (value.get("partitions") or {}).items():
+        s = s or {}
+        if not str(key).lstrip("-").isdigit():
+            raise HistoryFormatError(f"{where}: sample partition key is not an integer: {key!r}")
+        isr = [require_int(b, "isr broker", where) for b in s.get("isr") or []]
+        out.append((require_int(int(key), "partition", where), _opt_int(s.get("leader"), "leader", where),
+                    isr, _opt_int(s.get("epoch"), "epoch", where)))
+    return out, _opt_int(value.get("controller"), "controller", where)
+
+
+# -- fault boundaries ----------------------------------------------------------------
+# Format 1 histories carry no ``action``: their nemesis ops are read by exact
+# name, as the nemeses of that version named them.
+FORMAT1_STARTS = {"start-partition": "partition", "kill": "kill", "pause": "pause",
+                  "bump-clock": "clock", "strobe-clock": "clock"}
+FORMAT1_STOPS = {"stop-partition": "partition", "start": "kill", "restart": "kill",
+                 "resume": "pause", "reset-clock": "clock"}
+FORMAT1_HEALS = {"heal", "heal-all", "stop-all"}
+
+
+def fault_boundary(f: Any, value: Any) -> tuple[str | None, str | None]:
+    """(action, fault kind) of a nemesis op: the action is "start", "stop",
+    "heal" or None (not a fault boundary); the kind is None for a heal of
+    every kind. Read from ``value["action"]`` and ``value["fault"]``."""
+    value = value if isinstance(value, dict) else {}
+    fault = value.get("fault")
+    fault = str(fault) if isinstance(fault, (str, int)) and not isinstance(fault, bool) and str(fault) else None
+    if "action" in value:
+        action = value["action"]
+        return (action, fault) if action in ACTIONS else (None, fault)
+    f = str(f)
+    if f in FORMAT1_HEALS:
+        return HEAL, fault
+    if f in FORMAT1_STOPS:
+        return STOP, fault or FORMAT1_STOPS[f]
+    if f in FORMAT1_STARTS:
+        return START, fault or FORMAT1_STARTS[f]
+    return None, fault
+
+
+def affected_nodes(value: Any) -> frozenset[str] | None:
+    """The nodes a nemesis value names; None when it names none (the fault is
+    not tied to nodes, or the op did not say)."""
+    nodes = value.get("nodes") if isinstance(value, dict) else None
+    if isinstance(nodes, (list, tuple)):
+        return frozenset(str(n) for n in nodes if isinstance(n, (str, int)) and not isinstance(n, bool))
+    if isinstance(nodes, (str, int)) and not isinstance(nodes, bool):
+        return frozenset({str(nodes)})
+    return None
+
+
+@dataclass
+class NemesisOp:
+    """A nemesis invoke and its completion, as one event."""
+
+    index: int | None          # of the invoke (of the completion when there is no invoke)
+    invoke_time: int           # ns
+    time: int | None           # completion time (ns); None if it never completed
+    f: str
+    value: Any                 # the completion's value (the invoke's while incomplete)
+    error: Any = None
+    action: str | None = None
+    fault: str | None = None
+
+    @property
+    def end_time(self) -> int:
+        return self.time if self.time is not None else self.invoke_time
+
+
+def nemesis_ops(ops: Iterable[Op]) -> Iterator[NemesisOp]:
+    """The history's nemesis ops, each invoke paired with its completion,
+    in invocation order."""
+    pending: NemesisOp | None = None
+    for op in ops:
+        if op.get("process") != NEMESIS:
+            continue
+        t = op.get("time")
+        t = int(t) if isinstance(t, (int, float)) and not isinstance(t, bool) else 0
+        f = str(op.get("f"))
+        if op.get("type") != INVOKE and pending is not None and pending.f == f:
+            pending.time, pending.value = t, op.get("value", pending.value)
+            pending.error = op.get("error", pending.error)
+            pending.action, pending.fault = fault_boundary(f, pending.value)
+            yield pending
+            pending = None
+            continue
+        if pending is not None:
+            yield pending
+            pending = None
+        ev = NemesisOp(index=op.get("index"), invoke_time=t, time=None if op.get("type") == INVOKE else t,
+                       f=f, value=op.get("value"), error=op.get("error"))
+        ev.action, ev.fault = fault_boundary(f, ev.value)
+        if op.get("type") == INVOKE:
+            pending = ev
+        else:
+            yield ev
+    if pending is not None:
+        yield pending
+
+
+@dataclass
+class FaultInterval:
+    """One start op's fault, from its invocation until the op that ended it."""
+
+    fault: str
+    start: NemesisOp
+    nodes: frozenset[str] | None           # None: not tied to nodes
+    end: NemesisOp | None = None
+    remaining: set[str] = field(default_factory=set)
+
+    @property
+    def start_time(self) -> int:
+        return self.start.invoke_time
+
+    @property
+    def end_time(self) -> int | None:
+        return None if self.end is None else self.end.end_time
+
+
+class FaultTracker:
+    """Fault intervals as nemesis ops arrive: the one reading of which faults
+    are in effect, shared by the checkers, the reports and the runner.
+
+    A start opens an interval on the nodes its completion names (a start that
+    names an empty list of nodes did nothing and opens none). A stop of a kind
+    ends, in every open interval of that kind, the nodes it names; an interval
+    ends when none of its nodes is left, and a stop that names no nodes (or an
+    interval tied to no nodes) ends them all. A heal ends every open interval,
+    or those of its kind.
+    """
+
+    def __init__(self) -> None:
+        self.intervals: list[FaultInterval] = []
+        self.open: list[FaultInterval] = []
+
+    def add(self, ev: NemesisOp) -> None:
+        if ev.action == START and ev.fault:
+            nodes = affected_nodes(ev.value)
+            if nodes is not None and not nodes:
+                return
+            iv = FaultInterval(ev.fault, ev, nodes, remaining=set(nodes or ()))
+            self.intervals.append(iv)
+            self.open.append(iv)
+        elif ev.action == STOP and ev.fault:
+            named = affected_nodes(ev.value)
+            for iv in [iv for iv in self.open if iv.fault == ev.fault]:
+                if named is None or iv.nodes is None:
+                    iv.remaining.clear()
+                else:
+                    iv.remaining -= named
+                if not iv.remaining:
+                    self._close(iv, ev)
+        elif ev.action == HEAL:
+            for iv in [iv for iv in self.open if ev.fault is None or iv.fault == ev.fault]:
+                self._close(iv, ev)
+
+    def _close(self, iv: FaultInterval, ev: NemesisOp) -> None:
+        iv.end = ev
+        self.open.remove(iv)
+
+    def active_kinds(self) -> list[str]:
+        return list(dict.fromkeys(iv.fault for iv in self.open))
+
+
+def fault_intervals(events: Iterable[NemesisOp]) -> list[FaultInterval]:
+    """Every fault interval of a run, in start order; open ones have no end."""
+    tracker = FaultTracker()
+    for ev in events:
+        tracker.add(ev)
+    return tracker.intervals
