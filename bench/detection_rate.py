@@ -26,7 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.config import load, validate  # noqa: E402
-from checkers.history import read_history  # noqa: E402
+from checkers.history import START, nemesis_ops, read_history  # noqa: E402
+from checkers.load import read_paired_ops  # noqa: E402
+from checkers.reference import RunIndex, lost_messages  # noqa: E402
 from harness.runner import Runner  # noqa: E402
 from reports.load import anomaly_rows, verdict_of  # noqa: E402
 
@@ -35,20 +37,16 @@ EXPECTED = {"unclean-election": False, "acks1-isolated-leader": False, "safe": T
 
 
 def first_fault_to_first_loss(run_dir: Path, results: dict[str, Any]) -> float | None:
-    """Seconds from the first nemesis op to the acknowledgement of the earliest lost write."""
-    lost = {(w["partition"], v) for w in results["anomalies"].get("lost-write", {}).get("witnesses", [])
-            for v in w.get("values", [])}
-    if not lost:
+    """Seconds from the invocation of the first fault to the acknowledgement of
+    the earliest lost write: every lost write, by the reference checker's
+    definition (results.json keeps only the first witnesses, in partition order)."""
+    if not results["anomalies"].get("lost-write", {}).get("count"):
         return None
-    first_fault = first_loss = None
-    for op in read_history(run_dir / "history.jsonl"):
-        if op["process"] == "nemesis" and first_fault is None:
-            first_fault = op["time"]
-        if op["f"] == "send" and op["type"] == "ok" and first_loss is None:
-            if any((p, v) in lost for p, v, _ in op["value"]):
-                first_loss = op["time"]
-        if first_fault is not None and first_loss is not None:
-            break
+    ops = read_paired_ops(run_dir / "history.jsonl")
+    lost, _ = lost_messages(RunIndex(ops))
+    first_loss = min((m.op.time for m in lost if m.op.time is not None), default=None)
+    first_fault = next((ev.invoke_time for ev in nemesis_ops(read_history(run_dir / "history.jsonl"))
+                        if ev.action == START), None)
     if first_fault is None or first_loss is None:
         return None
     return (first_loss - first_fault) / 1e9
