@@ -176,10 +176,10 @@ def main(argv: list[str] | None = None) -> None:
         err_console.print("kchaos: interrupted")
         sys.exit(130)
     except click.UsageError as exc:
-        err_console.print(f"kchaos: usage error: {exc.format_message()}", highlight=False, soft_wrap=True)
+        err_console.print(f"kchaos: usage error: {exc.format_message()}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(EXIT_USAGE)
     except KchaosError as exc:
-        err_console.print(f"kchaos: error: {exc}", highlight=False, soft_wrap=True)
+        err_console.print(f"kchaos: error: {exc}", markup=False, highlight=False, soft_wrap=True)
         sys.exit(exc.exit_code)
 
 

@@ -197,7 +197,28 @@ def validate(cfg: RunConfig) -> RunConfig:
         build_packages(list(cfg.nemesis.faults))
     if cfg.seed is not None and not isinstance(cfg.seed, int):
         raise UsageError(f"seed must be an integer, got {cfg.seed!r}")
+    _validate_client_settings(cfg)
     return cfg
+
+
+def _validate_client_settings(cfg: RunConfig) -> None:
+    """Every [producer] / [consumer] setting, checked by librdkafka itself: the
+    clients the workers (and the drain) would build from this config are built
+    offline and closed, so a typo costs one line naming the key and exit 64
+    before any cluster starts. Mirrors Runner._client_context; the bootstrap
+    address is the cluster's and not known yet (check_settings leaves it out)."""
+    from workloads.core import ClientContext, check_settings
+
+    w = cfg.workload
+    ctx = ClientContext(
+        bootstrap="", topic="kchaos", partitions=w.partitions,
+        producer_config=dict(cfg.producer), consumer_config=dict(cfg.consumer),
+        mode=w.mode, group_id=f"kchaos-{cfg.seed}", op_timeout_s=w.op_timeout,
+        poll_max_messages=w.poll_max_messages, poll_timeout_s=w.poll_timeout)
+    try:
+        check_settings(ctx)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _validate_backend(cfg: RunConfig) -> None:

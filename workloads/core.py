@@ -20,7 +20,9 @@ the default under either name.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Protocol, runtime_checkable
 
@@ -135,6 +137,92 @@ def consumer_settings(ctx: ClientContext) -> dict[str, Any]:
     conf = merge_settings(defaults, ctx.consumer_config)
     conf["logger"] = librdkafka_logger()
     return conf
+
+
+def check_settings(ctx: ClientContext) -> None:
+    """Build, offline, the clients ``ctx``'s workers would (producer, consumer
+    and drain consumer, from ``producer_settings`` / ``consumer_settings`` /
+    ``drain_settings``) so librdkafka validates every setting now.
+
+    Raises ValueError with one line naming the ``[producer]`` / ``[consumer]``
+    key at fault as a TOML dotted key (``producer.acks: Invalid value ...``).
+    Nothing touches the network: the bootstrap servers are left out, nothing
+    is polled, and the clients are closed at once. librdkafka's own log lines
+    (CONFWARN ...) are discarded.
+    """
+    from workloads.drain import drain_settings   # same package; lazy: drain imports this module
+
+    _check_client("producer", "producer", producer_settings, ctx, "producer_config")
+    _check_client("consumer", "consumer", consumer_settings, ctx, "consumer_config")
+    _check_client("consumer", "consumer",
+                  lambda c: drain_settings(c.bootstrap, c.consumer_config, 0), ctx, "consumer_config")
+
+
+_CHECK_LOGGER = "kchaos.librdkafka.check"
+
+
+def _silent_logger() -> logging.Logger:
+    log = logging.getLogger(_CHECK_LOGGER)
+    log.propagate = False
+    if not log.handlers:
+        log.addHandler(logging.NullHandler())
+    return log
+
+
+def _client_error(kind: str, conf: Mapping[str, Any]) -> str | None:
+    """librdkafka's complaint about ``conf`` for a ``kind`` client, or None."""
+    from confluent_kafka import Consumer, KafkaException, Producer
+
+    conf = dict(conf)
+    for name in _ALIAS_OF["bootstrap.servers"]:
+        conf.pop(name, None)                  # no broker: no connection, ever
+    conf["logger"] = _silent_logger()
+    try:
+        client = (Producer if kind == "producer" else Consumer)(conf)
+    except KafkaException as exc:
+        err = exc.args[0] if exc.args else exc
+        return err.str() if hasattr(err, "str") else str(err)
+    except (TypeError, ValueError) as exc:
+        return str(exc)
+    if kind == "consumer":
+        client.close()
+    del client
+    return None
+
+
+def _check_client(table: str, kind: str, build, ctx: ClientContext, field_name: str) -> None:
+    overrides = dict(getattr(ctx, field_name) or {})
+    error = _client_error(kind, build(ctx))
+    if error is None:
+        return
+    names = {a or b for a, b in re.findall(r'"([^"]+)"|`([^`]+)`', error)}
+    culprit = next((k for k in overrides if k in names or _ALIAS_OF.get(k, set()) & names), None)
+    if culprit is None:
+        # Add the run's keys one at a time over the defaults: the first that
+        # makes librdkafka refuse is the one to name.
+        prefix: dict[str, Any] = {}
+        for key, value in overrides.items():
+            prefix[key] = value
+            if _client_error(kind, build(dataclasses.replace(ctx, **{field_name: dict(prefix)}))) is not None:
+                culprit = key
+                break
+    if culprit is None:
+        raise ValueError(f"{table} settings: {error}")
+    # The key as a TOML dotted key (producer.acks, producer."linger.ms"): no
+    # brackets, which a rich console would take for markup.
+    raise ValueError(f"{table}.{_toml_key(culprit)}: {error} (got {_show(overrides[culprit])})")
+
+
+def _toml_key(key: str) -> str:
+    return key if re.fullmatch(r"[A-Za-z0-9_-]+", key) else _show(key)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(value)
 
 
 def completion(op: Op, typ: str, value: Any, error: str | None = None, node: str | None = None) -> Op:

@@ -15,10 +15,10 @@ def write(tmp_path, text, name="run.toml"):
 
 
 def test_loads_nested_tables(tmp_path):
-    cfg = load(write(tmp_path, 'name = "x"\ntime_limit = 5\n[workload]\npartitions = 2\n[producer]\nacks = "1"\n'
+    cfg = load(write(tmp_path, 'name = "x"\ntime_limit = 5\n[workload]\npartitions = 2\n[producer]\nacks = "1"\n"enable.idempotence" = false\n'
                                '[nemesis]\nfaults = ["kill"]\n'))
     assert cfg.name == "x" and cfg.time_limit == 5.0 and cfg.workload.partitions == 2
-    assert cfg.producer == {"acks": "1"} and cfg.nemesis.faults == ["kill"]
+    assert cfg.producer == {"acks": "1", "enable.idempotence": False} and cfg.nemesis.faults == ["kill"]
     validate(cfg)
 
 
@@ -80,3 +80,18 @@ def test_cli_rejects_bad_input_with_one_line_and_64(tmp_path, args, toml, needle
 def test_missing_config_file(tmp_path):
     with pytest.raises(UsageError, match="does not exist"):
         load(tmp_path / "nope.toml")
+
+
+@pytest.mark.parametrize("table, key, value", [
+    ("producer", "acks", "sometimes"),
+    ("producer", "compression.typo", "lz4"),
+    ("consumer", "auto.offset.reset", "sideways"),
+    ("consumer", "isolation.level", "dirty"),
+])
+def test_client_settings_are_validated_by_librdkafka(table, key, value):
+    cfg = RunConfig()
+    getattr(cfg, table)[key] = value
+    with pytest.raises(UsageError) as info:
+        validate(cfg)
+    msg = str(info.value)
+    assert msg.startswith(f"{table}.") and key in msg and "\n" not in msg

@@ -24,7 +24,7 @@ def suite(**matrix) -> dict:
 def test_cross_product_order_names_and_cells():
     data = suite(kafka_version=["4.3.1", "4.1.1"], nemesis=[["partition"], ["kill", "pause"], "none"],
                  seeds=[1, 2],
-                 variant=[{"name": "safe"}, {"name": "unsafe", "producer": {"acks": "1"},
+                 variant=[{"name": "safe"}, {"name": "unsafe", "producer": {"acks": "1", "enable.idempotence": False},
                                              "topic": {"min.insync.replicas": 1},
                                              "broker": {"unclean.leader.election.enable": True}}])
     runs = expand(parse(data))
@@ -40,7 +40,7 @@ def test_cross_product_order_names_and_cells():
     assert len({r.cell for r in runs}) == 24 and len({r.name for r in runs}) == 24
     # variant tables merge into the base's key by key; other keys stay the base's
     unsafe = last.config
-    assert unsafe.producer == {"acks": "1", "linger.ms": 5}
+    assert unsafe.producer == {"acks": "1", "enable.idempotence": False, "linger.ms": 5}
     assert unsafe.topic == {"min.insync.replicas": 1, "retention.ms": 1000}
     assert unsafe.broker == {"unclean.leader.election.enable": True}
     assert first.config.producer == {"acks": "all", "linger.ms": 5} and first.config.broker == {}
