@@ -32,7 +32,10 @@ def _ns(op: Op) -> float:
 @dataclass
 class Digest:
     n_ops: int = 0
-    duration: float = 0.0                      # seconds
+    duration: float = 0.0                      # seconds: the history's last time
+    # the workload's start (s): the first client op's time (sampler and nemesis
+    # ops may come a little before or after it); None when there is no client op
+    start: float | None = None
     # client completions: (time s, type, f)
     completions: list[tuple[float, str, str]] = field(default_factory=list)
     # (completion time s, latency ms, type)
@@ -45,6 +48,21 @@ class Digest:
     op_counts: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
     processes: set[Any] = field(default_factory=set)
     partitions: set[Any] = field(default_factory=set)
+
+    @property
+    def origin(self) -> float:
+        """Time 0 of the plots, in seconds since the harness started: the workload's start."""
+        return self.start if self.start is not None else 0.0
+
+    @property
+    def setup(self) -> float:
+        """Seconds from the harness's start to the workload's (0 without client ops)."""
+        return self.origin
+
+    @property
+    def span(self) -> float:
+        """Seconds from the workload's start to the history's end."""
+        return max(0.0, self.duration - self.origin)
 
     def sorted_partitions(self) -> list[Any]:
         return sorted(self.partitions, key=lambda p: (not isinstance(p, int), str(p) if not isinstance(p, int) else p))
@@ -78,6 +96,9 @@ def digest(ops: Iterable[Op]) -> Digest:
         except TypeError:
             proc = str(proc)
         d.processes.add(proc)
+        timed = isinstance(op.get("time"), (int, float)) and not isinstance(op.get("time"), bool)
+        if timed and (d.start is None or t < d.start):
+            d.start = t
         if typ == INVOKE:
             invoked[proc] = t
             continue

@@ -3,6 +3,14 @@
 Every plot shades the fault intervals in the fault kind's colour. Point
 clouds are downsampled (deterministically) so a history of ~100k ops plots
 in a few seconds.
+
+Time axes start at the workload's start (the first client op, ``Digest.origin``),
+not at the harness's: every time is drawn as seconds since the workload
+started, and the x axis spans [0, end of history]. The set-up before it (which
+can take minutes) is named in the captions rather than drawn as empty space.
+Each Plot carries the x range and the first drawn data point's x, read back
+from the artists matplotlib drew, so the HTML and the tests can check where
+the data starts.
 """
 from __future__ import annotations
 
@@ -18,6 +26,7 @@ import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
+from matplotlib.collections import PathCollection
 from matplotlib.patches import Patch
 
 from checkers.elections import Sample, unclean_elections
@@ -35,6 +44,8 @@ MAX_BINS = 600
 MAX_PARTITIONS = 8
 WIDTH_IN = 12.4
 DPI = 96
+MARKER = "kchaos-marker"   # gid of lines that mark a time (elections), not data
+XLABEL = "time since the workload started (s)"
 
 _RC = {
     "font.size": 9,
@@ -56,6 +67,75 @@ class Plot:
     caption: str
     uri: str | None          # data:image/png;base64,...
     note: str | None = None  # why there is no image
+    # the x axis as drawn, in seconds since the workload started, and the x of
+    # the first data point drawn inside it (None when there is no image)
+    x_min: float | None = None
+    x_max: float | None = None
+    first_x: float | None = None
+    origin: float = 0.0      # the axis's 0, in seconds since the harness started
+
+
+def _visible_first(x: np.ndarray, lo: float, hi: float, joined: bool) -> float | None:
+    """The smallest x of ``x`` drawn inside [lo, hi]; a joined line or polygon
+    that crosses ``lo`` is drawn from ``lo``."""
+    x = x[np.isfinite(x)]
+    if not len(x):
+        return None
+    inside = x[(x >= lo) & (x <= hi)]
+    if joined and (x < lo).any() and (x >= lo).any():
+        return lo
+    return float(inside.min()) if len(inside) else None
+
+
+def _first_x(axes: list[Any], lo: float, hi: float) -> float | None:
+    """The first data point's x over ``axes``, from what matplotlib drew: lines
+    (not time markers), scatter offsets and bar polygons; fault bands are not data."""
+    found: list[float] = []
+    for ax in axes:
+        for line in ax.lines:
+            if line.get_gid() == MARKER:
+                continue
+            x = np.asarray(line.get_xdata(), float)
+            y = np.asarray(line.get_ydata(), float)
+            ok = np.isfinite(y)
+            # a NaN y breaks the line: each finite run is drawn on its own
+            if ok.any():
+                v = _visible_first(np.where(ok, x, np.nan), lo, hi, joined=True)
+                if v is not None:
+                    found.append(v)
+        for c in ax.collections:
+            if c.get_gid() == MARKER:
+                continue
+            if isinstance(c, PathCollection):
+                offs = np.asarray(c.get_offsets(), float).reshape(-1, 2)
+                v = _visible_first(offs[:, 0], lo, hi, joined=False)
+                if v is not None:
+                    found.append(v)
+            else:
+                for path in c.get_paths():
+                    v = _visible_first(np.asarray(path.vertices, float)[:, 0], lo, hi, joined=True)
+                    if v is not None:
+                        found.append(v)
+    return min(found) if found else None
+
+
+def _time_axis(axes: list[Any], d: Digest, origin: float | None = None, end: float | None = None) -> dict[str, Any]:
+    """Set the shared x axis to [0, end of history] in seconds since the
+    workload started; the Plot fields that describe it."""
+    origin = d.origin if origin is None else origin
+    hi = max(d.duration, end or 0.0) - origin
+    if hi <= 0:
+        hi = 1.0
+    for ax in axes:
+        ax.set_xlim(0.0, hi)
+    lo, hi = axes[0].get_xlim()
+    axes[-1].set_xlabel(XLABEL)
+    return {"x_min": float(lo), "x_max": float(hi), "first_x": _first_x(axes, lo, hi), "origin": origin}
+
+
+def _origin_note(origin: float) -> str:
+    return (f" Time 0 is the workload's start (the first client operation), {origin:.1f} s after the "
+            f"harness started: the set-up before it is not drawn.")
 
 
 def _png(fig: Figure) -> str:
@@ -75,10 +155,10 @@ def _bin_width(duration: float) -> float:
     return float(max(1, math.ceil(duration / MAX_BINS)))
 
 
-def _shade(ax, timeline: FaultTimeline) -> None:
+def _shade(ax, timeline: FaultTimeline, origin: float) -> None:
     for iv in timeline.intervals:
         end = iv.end if iv.end > iv.start else iv.start + 0.05
-        ax.axvspan(iv.start, end, color=iv.color, alpha=0.14, lw=0, zorder=0)
+        ax.axvspan(iv.start - origin, end - origin, color=iv.color, alpha=0.14, lw=0, zorder=0)
 
 
 def _fault_handles(timeline: FaultTimeline) -> list[Any]:
@@ -94,48 +174,54 @@ def _legend(ax, handles: list[Any], ncol: int = 6) -> None:
 
 def throughput_plot(d: Digest, tl: FaultTimeline, availability: list[dict[str, Any]] | None) -> Plot:
     title = "Throughput by outcome"
-    width = _bin_width(d.duration)
+    origin, end = d.origin, None
+    width = _bin_width(d.span)
     caption = (f"Completed client operations per second ({width:g} s bins) by outcome; "
                "shaded bands are fault intervals.")
     fig = Figure(layout="constrained", figsize=(WIDTH_IN, 3.0))
     ax = fig.add_subplot()
     handles = []
     if d.completions:
-        t = np.fromiter((c[0] for c in d.completions), float, len(d.completions))
+        t = np.fromiter((c[0] for c in d.completions), float, len(d.completions)) - origin
         types = np.array([c[1] for c in d.completions])
-        nb = int(d.duration // width) + 1
+        nb = int(d.span // width) + 1
         x = np.arange(nb) * width + width / 2
         for typ in ("ok", "fail", "info"):
             sel = t[types == typ]
-            counts = np.bincount((sel // width).astype(int), minlength=nb)[:nb] / width
+            counts = np.bincount(np.clip(sel // width, 0, nb - 1).astype(int), minlength=nb)[:nb] / width
             line, = ax.plot(x, counts, color=OUTCOME_COLORS[typ], lw=1.3, drawstyle="steps-mid",
                             label=f"{typ} ({len(sel)})")
             handles.append(line)
     elif availability:
         caption = "Operations per second from results.json (the history is empty); shaded bands are faults."
         secs = np.array([float(a.get("second", i)) for i, a in enumerate(availability)])
+        busy = [s for s, a in zip(secs, availability)
+                if any(float(a.get(k, 0) or 0) for k in ("ok", "fail", "info"))]
+        origin = min(busy) if busy else (float(secs.min()) if len(secs) else 0.0)
+        end = float(secs.max()) + 1.0 if len(secs) else None
+        secs = secs - origin
         for typ in ("ok", "fail", "info"):
             y = np.array([float(a.get(typ, 0) or 0) for a in availability])
             line, = ax.plot(secs, y, color=OUTCOME_COLORS[typ], lw=1.3, drawstyle="steps-mid", label=typ)
             handles.append(line)
     else:
         return Plot("throughput", title, caption, None, "No client operations in the history.")
-    _shade(ax, tl)
-    ax.set_xlabel("time (s)")
+    _shade(ax, tl, origin)
     ax.set_ylabel("ops / s")
     ax.set_ylim(bottom=0)
+    axis = _time_axis([ax], d, origin, end)
     _legend(ax, handles + _fault_handles(tl), ncol=8)
-    return Plot("throughput", title, caption, _png(fig))
+    return Plot("throughput", title, caption + _origin_note(origin), _png(fig), **axis)
 
 
 def latency_plot(d: Digest, tl: FaultTimeline) -> Plot:
     title = "Latency"
-    width = _bin_width(d.duration)
+    width = _bin_width(d.span)
     caption = (f"Each completed client operation's latency (points, downsampled to {MAX_POINTS} per outcome), "
                f"with p50/p95/p99 of all completions per {width:g} s; log scale.")
     if not d.latencies:
         return Plot("latency", title, caption, None, "No completed client operations in the history.")
-    t = np.fromiter((l[0] for l in d.latencies), float, len(d.latencies))
+    t = np.fromiter((l[0] for l in d.latencies), float, len(d.latencies)) - d.origin
     lat = np.fromiter((max(l[1], 1e-3) for l in d.latencies), float, len(d.latencies))
     types = np.array([l[2] for l in d.latencies])
     fig = Figure(layout="constrained", figsize=(WIDTH_IN, 3.4))
@@ -149,7 +235,7 @@ def latency_plot(d: Digest, tl: FaultTimeline) -> Plot:
         ax.scatter(t[pick], lat[pick], s=4 if typ == "ok" else 9, color=OUTCOME_COLORS[typ],
                    alpha=0.35 if typ == "ok" else 0.7, lw=0, rasterized=True, zorder=2)
         handles.append(Line2D([], [], marker="o", ls="", color=OUTCOME_COLORS[typ], label=f"{typ} ({len(idx)})"))
-    bins = (t // width).astype(int)
+    bins = np.maximum(t // width, 0).astype(int)
     order = np.argsort(bins, kind="stable")
     b_sorted, l_sorted = bins[order], lat[order]
     uniq, starts = np.unique(b_sorted, return_index=True)
@@ -159,12 +245,12 @@ def latency_plot(d: Digest, tl: FaultTimeline) -> Plot:
         y = np.array([np.percentile(g, q) for g in groups])
         line, = ax.plot(x, y, color=PCT_COLORS[q], lw=1.2, label=f"p{q}", zorder=3)
         handles.append(line)
-    _shade(ax, tl)
+    _shade(ax, tl, d.origin)
     ax.set_yscale("log")
-    ax.set_xlabel("time (s)")
     ax.set_ylabel("latency (ms)")
+    axis = _time_axis([ax], d)
     _legend(ax, handles + _fault_handles(tl), ncol=8)
-    return Plot("latency", title, caption, _png(fig))
+    return Plot("latency", title, caption + _origin_note(d.origin), _png(fig), **axis)
 
 
 def _witness_points(w: dict[str, Any], d: Digest) -> list[tuple[float, float]]:
@@ -224,7 +310,7 @@ def offsets_plot(d: Digest, tl: FaultTimeline, anomalies: dict[str, list[dict[st
     for i, (ax, p) in enumerate(zip(axes, shown)):
         pts = d.acks[p]
         pick = _downsample(len(pts), seed=i)
-        arr = np.array([(pts[j][0], float(pts[j][1])) for j in pick])
+        arr = np.array([(pts[j][0] - d.origin, float(pts[j][1])) for j in pick])
         ax.scatter(arr[:, 0], arr[:, 1], s=4, color="#495057", alpha=0.55, lw=0, rasterized=True, zorder=2)
         used.setdefault("ack", Line2D([], [], marker="o", ls="", color="#495057",
                                       label="acknowledged send"))
@@ -233,7 +319,7 @@ def offsets_plot(d: Digest, tl: FaultTimeline, anomalies: dict[str, list[dict[st
             for w in anomalies.get(typ, []):
                 if as_partition(w.get("partition")) == p:
                     for t, off in _witness_points(w, d):
-                        xs.append(t)
+                        xs.append(t - d.origin)
                         ys.append(off)
             if xs:
                 ax.scatter(xs, ys, marker=marker, s=size, color=color, lw=1.4 if marker == "x" else 0.5,
@@ -241,13 +327,13 @@ def offsets_plot(d: Digest, tl: FaultTimeline, anomalies: dict[str, list[dict[st
                 used.setdefault(typ, Line2D([], [], marker=marker, ls="", color=color, label=typ))
         for e in elections:
             if as_partition(e.get("partition")) == p and isinstance(e.get("time"), (int, float)):
-                ax.axvline(e["time"] / 1e9, color="#c92a2a", ls="--", lw=1.2, zorder=3)
+                ax.axvline(e["time"] / 1e9 - d.origin, color="#c92a2a", ls="--", lw=1.2, zorder=3, gid=MARKER)
                 used.setdefault("ue", Line2D([], [], color="#c92a2a", ls="--", label="unclean election"))
-        _shade(ax, tl)
+        _shade(ax, tl, d.origin)
         ax.set_ylabel(f"p{p} offset")
-    axes[-1].set_xlabel("time (s)")
+    axis = _time_axis(list(axes), d)
     _legend(axes[0], list(used.values()) + _fault_handles(tl), ncol=8)
-    return Plot("offsets", title, caption, _png(fig))
+    return Plot("offsets", title, caption + _origin_note(d.origin), _png(fig), **axis)
 
 
 def _derive_elections(samples: list[tuple[float, dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -280,7 +366,7 @@ def leaders_plot(d: Digest, tl: FaultTimeline, elections: list[dict[str, Any]], 
                 isr = st.get("isr") if isinstance(st.get("isr"), list) else []
                 leader = st.get("leader")
                 series.setdefault(as_partition(p), []).append(
-                    (t, leader if isinstance(leader, (int, float)) else None,
+                    (t - d.origin, leader if isinstance(leader, (int, float)) else None,
                      [b for b in isr if isinstance(b, (int, float)) and not isinstance(b, bool)]))
     el_parts = [as_partition(e.get("partition")) for e in elections]
     parts = [p for p in dict.fromkeys(el_parts) if p in series] + \
@@ -293,7 +379,7 @@ def leaders_plot(d: Digest, tl: FaultTimeline, elections: list[dict[str, Any]], 
     brokers = sorted({b for p in shown for _, l, isr in series[p] for b in ([l] if l is not None else []) + isr})
     fig = Figure(layout="constrained", figsize=(WIDTH_IN, 1.2 + (0.9 + 0.28 * max(1, len(brokers))) * len(shown)))
     axes = fig.subplots(len(shown), 1, sharex=True, squeeze=False)[:, 0]
-    end_t = d.duration
+    end_t = d.duration - d.origin
     for ax, p in zip(axes, shown):
         ser = series[p]
         times = [s[0] for s in ser]
@@ -321,24 +407,24 @@ def leaders_plot(d: Digest, tl: FaultTimeline, elections: list[dict[str, Any]], 
         ax.plot(xs, ys, color="#212529", lw=2.0, zorder=3)
         for e in elections:
             if as_partition(e.get("partition")) == p and isinstance(e.get("time"), (int, float)):
-                t = e["time"] / 1e9
-                ax.axvline(t, color="#c92a2a", ls="--", lw=1.0, zorder=2)
+                t = e["time"] / 1e9 - d.origin
+                ax.axvline(t, color="#c92a2a", ls="--", lw=1.0, zorder=2, gid=MARKER)
                 to = e.get("to_leader")
                 if isinstance(to, (int, float)):
                     ax.scatter([t], [to], marker="*", s=140, color="#e03131", edgecolors="white",
                                lw=0.6, zorder=5)
-        _shade(ax, tl)
+        _shade(ax, tl, d.origin)
         ax.set_yticks(brokers)
         ax.set_yticklabels([f"n{b}" for b in brokers])
         if brokers:
             ax.set_ylim(min(brokers) - 0.6, max(brokers) + 0.6)
         ax.set_ylabel(f"p{p}")
         ax.grid(axis="y", visible=False)
-    axes[-1].set_xlabel("time (s)")
+    axis = _time_axis(list(axes), d)
     handles = [Patch(facecolor="#a5d8ff", label="in ISR"), Line2D([], [], color="#212529", lw=2, label="leader"),
                Line2D([], [], marker="*", ls="", color="#e03131", markersize=11, label="unclean election")]
     _legend(axes[0], handles + _fault_handles(tl), ncol=8)
-    return Plot("leaders", title, caption, _png(fig))
+    return Plot("leaders", title, caption + _origin_note(d.origin), _png(fig), **axis)
 
 
 def make_plots(d: Digest, tl: FaultTimeline, anomalies: dict[str, list[dict[str, Any]]],

@@ -127,7 +127,9 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
                ("seed", jtext(cfg.get("seed"), 80) or "unknown"),
                ("nodes", jtext(cfg.get("nodes"), 300) or "unknown"),
                ("nemesis", jtext(cfg.get("nemesis"), 300) or "none")]
-    summary += [("duration", f"{d.duration:.1f} s"), ("history ops", str(d.n_ops)),
+    summary += [("duration", f"{d.duration:.1f} s"
+                  + (f" (set-up {d.setup:.1f} s, workload {d.span:.1f} s)" if d.start is not None else "")),
+                ("history ops", str(d.n_ops)),
                 ("client processes", str(len(d.processes))), ("metadata samples", str(len(d.samples)))]
     if isinstance(checker, dict) and checker:
         summary.append(("checker", jtext(checker, 200)))
@@ -159,6 +161,8 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
         "unclean": ue_rows,
         "has_results": run.results is not None,
         "plots": plot_list,
+        # the plots' time 0 (the workload's start) in seconds since the harness started
+        "workload_start": None if d.start is None else f"{d.start:.1f}",
         "nemesis": nemesis,
         "nemesis_more": max(0, len(tl.events) - MAX_NEMESIS_ROWS),
         "intervals": intervals,

@@ -154,3 +154,57 @@ def test_report_screenshot_stacks_the_chosen_parts(rendered, tmp_path):
     missing = subprocess.run([sys.executable, str(script), str(tmp_path), str(out)],
                              capture_output=True, text=True, timeout=60)
     assert missing.returncode == 64 and missing.stderr.count("\n") == 1 and "no report" in missing.stderr
+
+
+AXES_PROBE = r"""
+  const origin = document.getElementById('time-origin');
+  return {
+    origin: origin && origin.innerText,
+    plots: Array.from(document.querySelectorAll('#plots figure')).map(f => {
+      const img = f.querySelector('img.plot');
+      return {id: f.id, xMin: f.dataset.xMin, xMax: f.dataset.xMax, firstX: f.dataset.firstX,
+              origin: f.dataset.origin, caption: (f.querySelector('figcaption') || {}).innerText || '',
+              drawn: !!img && img.complete && img.naturalWidth > 0 && img.getBoundingClientRect().width > 600};
+    }),
+  };
+"""
+
+
+def _setup_gap_module():
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("kchaos_test_time_axis",
+                                                  Path(__file__).resolve().parent / "test_reports_time_axis.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+@pytest.mark.parametrize("kind", ["setup-gap", *EXPECT])
+def test_plots_start_at_the_workload_start(kind, rendered, browser, tmp_path, shot_dir):
+    """The first data point of each plot lies near the left edge of its axis,
+    also when the set-up before the workload took 100 s."""
+    if isinstance(browser, str):
+        pytest.fail(f"the browser tests need headless Chromium and chromedriver: {browser}", pytrace=False)
+    from reports import render_run
+
+    tax = _setup_gap_module()
+    if kind == "setup-gap":
+        run_dir = tax.write_setup_gap_run(tmp_path / "setup-gap")
+        render_run(run_dir)
+    else:
+        run_dir = rendered[kind]
+    load(browser, (run_dir / "report.html").resolve().as_uri())
+    info = browser.execute_script(AXES_PROBE)
+    assert [p["id"] for p in info["plots"]] == ["plot-throughput", "plot-latency", "plot-offsets", "plot-leaders"]
+    for p in info["plots"]:
+        assert p["drawn"], p
+        x_min, x_max, first_x = float(p["xMin"]), float(p["xMax"]), float(p["firstX"])
+        assert x_min == 0.0 and x_max > 0, p
+        assert 0.0 <= tax.left_fraction(first_x, x_min, x_max) < tax.LEFT_EDGE, p
+        assert "after the harness started" in p["caption"]
+    assert info["origin"] and "since the workload started" in info["origin"]
+    if kind == "setup-gap":
+        assert "100.0 s after the harness started" in info["origin"]
+        assert all(float(p["origin"]) == pytest.approx(tax.SETUP) for p in info["plots"])
+        png = screenshot(browser, shot_dir / "report-setup-gap.png", full_page=True)
+        print(f"screenshot: {png}")

@@ -123,7 +123,11 @@ def test_valid_report(rendered):
     for uri in imgs:
         _check_png(uri)
     for pid in ("plot-throughput", "plot-latency", "plot-offsets", "plot-leaders"):
-        assert doc.by_attr("id", pid)
+        fig = doc.by_attr("id", pid)[0]
+        # the time axis as drawn: [0, end] since the workload started, data from its left edge
+        x_min, x_max, first_x = float(fig["data-x-min"]), float(fig["data-x-max"]), float(fig["data-first-x"])
+        assert x_min == 0.0 and (first_x - x_min) / (x_max - x_min) < 0.1
+    assert 'id="time-origin"' in html and "since the workload started" in html
     _assert_self_contained(html, doc)
     cfg = json.loads((run_dir / "config.json").read_text())
     repro = doc.text_by_id["reproduce"]
