@@ -14,19 +14,13 @@ the data starts.
 """
 from __future__ import annotations
 
-import base64
-import io
 import logging
-import math
-from dataclasses import dataclass
 from typing import Any
 
 import matplotlib
 import numpy as np
-from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
-from matplotlib.collections import PathCollection
 from matplotlib.patches import Patch
 
 from checkers.elections import Sample, unclean_elections
@@ -34,148 +28,15 @@ from checkers.history import HistoryFormatError, sample_view
 
 from .digest import Digest, as_partition
 from .faults import FaultTimeline
+from .figure import (MARKER, MAX_PARTITIONS, MAX_POINTS, OUTCOME_COLORS, PCT_COLORS, RC, WIDTH_IN, Plot, bin_width,
+                     downsample, fault_handles, legend, origin_note, png, shade, time_axis)
 
 log = logging.getLogger(__name__)
-
-OUTCOME_COLORS = {"ok": "#2f9e44", "fail": "#e03131", "info": "#f59f00"}
-PCT_COLORS = {50: "#1c7ed6", 95: "#7048e8", 99: "#c2255c"}
-MAX_POINTS = 4000        # per outcome / per partition
-MAX_BINS = 600
-MAX_PARTITIONS = 8
-WIDTH_IN = 12.4
-DPI = 96
-MARKER = "kchaos-marker"   # gid of lines that mark a time (elections), not data
-XLABEL = "time since the workload started (s)"
-
-_RC = {
-    "font.size": 9,
-    "axes.titlesize": 10,
-    "axes.spines.top": False,
-    "axes.spines.right": False,
-    "axes.grid": True,
-    "grid.alpha": 0.25,
-    "legend.fontsize": 8,
-    "legend.frameon": False,
-    "figure.dpi": DPI,
-}
-
-
-@dataclass
-class Plot:
-    id: str
-    title: str
-    caption: str
-    uri: str | None          # data:image/png;base64,...
-    note: str | None = None  # why there is no image
-    # the x axis as drawn, in seconds since the workload started, and the x of
-    # the first data point drawn inside it (None when there is no image)
-    x_min: float | None = None
-    x_max: float | None = None
-    first_x: float | None = None
-    origin: float = 0.0      # the axis's 0, in seconds since the harness started
-
-
-def _visible_first(x: np.ndarray, lo: float, hi: float, joined: bool) -> float | None:
-    """The smallest x of ``x`` drawn inside [lo, hi]; a joined line or polygon
-    that crosses ``lo`` is drawn from ``lo``."""
-    x = x[np.isfinite(x)]
-    if not len(x):
-        return None
-    inside = x[(x >= lo) & (x <= hi)]
-    if joined and (x < lo).any() and (x >= lo).any():
-        return lo
-    return float(inside.min()) if len(inside) else None
-
-
-def _first_x(axes: list[Any], lo: float, hi: float) -> float | None:
-    """The first data point's x over ``axes``, from what matplotlib drew: lines
-    (not time markers), scatter offsets and bar polygons; fault bands are not data."""
-    found: list[float] = []
-    for ax in axes:
-        for line in ax.lines:
-            if line.get_gid() == MARKER:
-                continue
-            x = np.asarray(line.get_xdata(), float)
-            y = np.asarray(line.get_ydata(), float)
-            ok = np.isfinite(y)
-            # a NaN y breaks the line: each finite run is drawn on its own
-            if ok.any():
-                v = _visible_first(np.where(ok, x, np.nan), lo, hi, joined=True)
-                if v is not None:
-                    found.append(v)
-        for c in ax.collections:
-            if c.get_gid() == MARKER:
-                continue
-            if isinstance(c, PathCollection):
-                offs = np.asarray(c.get_offsets(), float).reshape(-1, 2)
-                v = _visible_first(offs[:, 0], lo, hi, joined=False)
-                if v is not None:
-                    found.append(v)
-            else:
-                for path in c.get_paths():
-                    v = _visible_first(np.asarray(path.vertices, float)[:, 0], lo, hi, joined=True)
-                    if v is not None:
-                        found.append(v)
-    return min(found) if found else None
-
-
-def _time_axis(axes: list[Any], d: Digest, origin: float | None = None, end: float | None = None) -> dict[str, Any]:
-    """Set the shared x axis to [0, end of history] in seconds since the
-    workload started; the Plot fields that describe it."""
-    origin = d.origin if origin is None else origin
-    hi = max(d.duration, end or 0.0) - origin
-    if hi <= 0:
-        hi = 1.0
-    for ax in axes:
-        ax.set_xlim(0.0, hi)
-    lo, hi = axes[0].get_xlim()
-    axes[-1].set_xlabel(XLABEL)
-    return {"x_min": float(lo), "x_max": float(hi), "first_x": _first_x(axes, lo, hi), "origin": origin}
-
-
-def _origin_note(origin: float) -> str:
-    return (f" Time 0 is the workload's start (the first client operation), {origin:.1f} s after the "
-            f"harness started: the set-up before it is not drawn.")
-
-
-def _png(fig: Figure) -> str:
-    FigureCanvasAgg(fig)
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI)
-    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def _downsample(n: int, k: int = MAX_POINTS, seed: int = 0) -> np.ndarray:
-    if n <= k:
-        return np.arange(n)
-    return np.sort(np.random.default_rng(seed).choice(n, size=k, replace=False))
-
-
-def _bin_width(duration: float) -> float:
-    return float(max(1, math.ceil(duration / MAX_BINS)))
-
-
-def _shade(ax, timeline: FaultTimeline, origin: float) -> None:
-    for iv in timeline.intervals:
-        end = iv.end if iv.end > iv.start else iv.start + 0.05
-        ax.axvspan(iv.start - origin, end - origin, color=iv.color, alpha=0.14, lw=0, zorder=0)
-
-
-def _fault_handles(timeline: FaultTimeline) -> list[Any]:
-    return [Patch(facecolor=timeline.colors.get(k), alpha=0.35, label=f"fault: {k}")
-            for k in timeline.kinds()]
-
-
-def _legend(ax, handles: list[Any], ncol: int = 6) -> None:
-    if handles:
-        ax.legend(handles=handles, loc="lower left", bbox_to_anchor=(0, 1.01), ncol=ncol,
-                  borderaxespad=0, handlelength=1.6)
-
 
 def throughput_plot(d: Digest, tl: FaultTimeline, availability: list[dict[str, Any]] | None) -> Plot:
     title = "Throughput by outcome"
     origin, end = d.origin, None
-    width = _bin_width(d.span)
+    width = bin_width(d.span)
     caption = (f"Completed client operations per second ({width:g} s bins) by outcome; "
                "shaded bands are fault intervals.")
     fig = Figure(layout="constrained", figsize=(WIDTH_IN, 3.0))
@@ -206,17 +67,17 @@ def throughput_plot(d: Digest, tl: FaultTimeline, availability: list[dict[str, A
             handles.append(line)
     else:
         return Plot("throughput", title, caption, None, "No client operations in the history.")
-    _shade(ax, tl, origin)
+    shade(ax, tl, origin)
     ax.set_ylabel("ops / s")
     ax.set_ylim(bottom=0)
-    axis = _time_axis([ax], d, origin, end)
-    _legend(ax, handles + _fault_handles(tl), ncol=8)
-    return Plot("throughput", title, caption + _origin_note(origin), _png(fig), **axis)
+    axis = time_axis([ax], d, origin, end)
+    legend(ax, handles + fault_handles(tl), ncol=8)
+    return Plot("throughput", title, caption + origin_note(origin), png(fig), **axis)
 
 
 def latency_plot(d: Digest, tl: FaultTimeline) -> Plot:
     title = "Latency"
-    width = _bin_width(d.span)
+    width = bin_width(d.span)
     caption = (f"Each completed client operation's latency (points, downsampled to {MAX_POINTS} per outcome), "
                f"with p50/p95/p99 of all completions per {width:g} s; log scale.")
     if not d.latencies:
@@ -231,7 +92,7 @@ def latency_plot(d: Digest, tl: FaultTimeline) -> Plot:
         idx = np.flatnonzero(types == typ)
         if not len(idx):
             continue
-        pick = idx[_downsample(len(idx), seed=i)]
+        pick = idx[downsample(len(idx), seed=i)]
         ax.scatter(t[pick], lat[pick], s=4 if typ == "ok" else 9, color=OUTCOME_COLORS[typ],
                    alpha=0.35 if typ == "ok" else 0.7, lw=0, rasterized=True, zorder=2)
         handles.append(Line2D([], [], marker="o", ls="", color=OUTCOME_COLORS[typ], label=f"{typ} ({len(idx)})"))
@@ -245,12 +106,12 @@ def latency_plot(d: Digest, tl: FaultTimeline) -> Plot:
         y = np.array([np.percentile(g, q) for g in groups])
         line, = ax.plot(x, y, color=PCT_COLORS[q], lw=1.2, label=f"p{q}", zorder=3)
         handles.append(line)
-    _shade(ax, tl, d.origin)
+    shade(ax, tl, d.origin)
     ax.set_yscale("log")
     ax.set_ylabel("latency (ms)")
-    axis = _time_axis([ax], d)
-    _legend(ax, handles + _fault_handles(tl), ncol=8)
-    return Plot("latency", title, caption + _origin_note(d.origin), _png(fig), **axis)
+    axis = time_axis([ax], d)
+    legend(ax, handles + fault_handles(tl), ncol=8)
+    return Plot("latency", title, caption + origin_note(d.origin), png(fig), **axis)
 
 
 def _witness_points(w: dict[str, Any], d: Digest) -> list[tuple[float, float]]:
@@ -309,7 +170,7 @@ def offsets_plot(d: Digest, tl: FaultTimeline, anomalies: dict[str, list[dict[st
     used: dict[str, Any] = {}
     for i, (ax, p) in enumerate(zip(axes, shown)):
         pts = d.acks[p]
-        pick = _downsample(len(pts), seed=i)
+        pick = downsample(len(pts), seed=i)
         arr = np.array([(pts[j][0] - d.origin, float(pts[j][1])) for j in pick])
         ax.scatter(arr[:, 0], arr[:, 1], s=4, color="#495057", alpha=0.55, lw=0, rasterized=True, zorder=2)
         used.setdefault("ack", Line2D([], [], marker="o", ls="", color="#495057",
@@ -329,11 +190,11 @@ def offsets_plot(d: Digest, tl: FaultTimeline, anomalies: dict[str, list[dict[st
             if as_partition(e.get("partition")) == p and isinstance(e.get("time"), (int, float)):
                 ax.axvline(e["time"] / 1e9 - d.origin, color="#c92a2a", ls="--", lw=1.2, zorder=3, gid=MARKER)
                 used.setdefault("ue", Line2D([], [], color="#c92a2a", ls="--", label="unclean election"))
-        _shade(ax, tl, d.origin)
+        shade(ax, tl, d.origin)
         ax.set_ylabel(f"p{p} offset")
-    axis = _time_axis(list(axes), d)
-    _legend(axes[0], list(used.values()) + _fault_handles(tl), ncol=8)
-    return Plot("offsets", title, caption + _origin_note(d.origin), _png(fig), **axis)
+    axis = time_axis(list(axes), d)
+    legend(axes[0], list(used.values()) + fault_handles(tl), ncol=8)
+    return Plot("offsets", title, caption + origin_note(d.origin), png(fig), **axis)
 
 
 def _derive_elections(samples: list[tuple[float, dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -413,18 +274,18 @@ def leaders_plot(d: Digest, tl: FaultTimeline, elections: list[dict[str, Any]], 
                 if isinstance(to, (int, float)):
                     ax.scatter([t], [to], marker="*", s=140, color="#e03131", edgecolors="white",
                                lw=0.6, zorder=5)
-        _shade(ax, tl, d.origin)
+        shade(ax, tl, d.origin)
         ax.set_yticks(brokers)
         ax.set_yticklabels([f"n{b}" for b in brokers])
         if brokers:
             ax.set_ylim(min(brokers) - 0.6, max(brokers) + 0.6)
         ax.set_ylabel(f"p{p}")
         ax.grid(axis="y", visible=False)
-    axis = _time_axis(list(axes), d)
+    axis = time_axis(list(axes), d)
     handles = [Patch(facecolor="#a5d8ff", label="in ISR"), Line2D([], [], color="#212529", lw=2, label="leader"),
                Line2D([], [], marker="*", ls="", color="#e03131", markersize=11, label="unclean election")]
-    _legend(axes[0], handles + _fault_handles(tl), ncol=8)
-    return Plot("leaders", title, caption + _origin_note(d.origin), _png(fig), **axis)
+    legend(axes[0], handles + fault_handles(tl), ncol=8)
+    return Plot("leaders", title, caption + origin_note(d.origin), png(fig), **axis)
 
 
 def make_plots(d: Digest, tl: FaultTimeline, anomalies: dict[str, list[dict[str, Any]]],
@@ -433,7 +294,7 @@ def make_plots(d: Digest, tl: FaultTimeline, anomalies: dict[str, list[dict[str,
     if elections is None:
         elections = _derive_elections(d.samples)
     plots = []
-    with matplotlib.rc_context(_RC):
+    with matplotlib.rc_context(RC):
         for name, fn in (("throughput", lambda: throughput_plot(d, tl, availability)),
                          ("latency", lambda: latency_plot(d, tl)),
                          ("offsets", lambda: offsets_plot(d, tl, anomalies, elections)),

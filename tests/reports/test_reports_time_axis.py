@@ -108,10 +108,10 @@ def test_fault_bands_and_elections_move_with_the_axis():
     tl = fault_timeline(ops)
     elections = P._derive_elections(d.samples)
     assert elections and elections[0]["time"] / 1e9 == pytest.approx(130.5)   # the first sample after 130 s
-    with matplotlib.rc_context(P._RC):
+    with matplotlib.rc_context(P.RC):
         fig = Figure()
         ax = fig.add_subplot()
-        P._shade(ax, tl, d.origin)
+        P.shade(ax, tl, d.origin)
         xs = [p.get_path().transformed(p.get_patch_transform()).vertices[:, 0]
               if hasattr(p, "get_patch_transform") else p.get_xy()[:, 0] for p in ax.patches]
     band = xs[0]
