@@ -49,12 +49,6 @@ def _stored_config(run_dir: Path) -> tuple[dict[str, Any], Any]:
     return data, digest
 
 
-def anomaly_types(results: Any) -> set[str]:
-    """Non-allowed anomaly types with a count above zero."""
-    from reports.load import anomaly_rows
-    return {a.type for a in anomaly_rows(results if isinstance(results, dict) else None) if a.failing}
-
-
 def _results(run_dir: Path) -> dict[str, Any] | None:
     try:
         data = json.loads((run_dir / "results.json").read_text(errors="replace"))
@@ -104,13 +98,25 @@ def register(app: click.Group) -> None:
     @click.option("--times", type=click.IntRange(min=1), default=1, show_default=True,
                   help="How many reproductions.")
     @click.option("--store", default=None, help="Store for the new runs (default: the original's store).")
-    def reproduce_cmd(run_dir: Path, times: int, store: str | None) -> int:
-        """Run again with a stored run's config and seed; compare the schedule and the anomalies.
+    @click.option("--time-tolerance", type=click.FloatRange(min=0), default=5.0, show_default=True,
+                  help="Seconds two runs' fault steps may be apart (invoke times since the workload started).")
+    def reproduce_cmd(run_dir: Path, times: int, store: str | None, time_tolerance: float) -> int:
+        """Run again with a stored run's config and seed; compare what ran, side by side.
 
-        Exit 0 when every reproduction has the identical schedule digest and the same
-        anomaly types, 1 otherwise, 3 when a reproduction failed to run, 130 interrupted.
+        Compared per reproduction: the fault sequence as executed (the nemesis ops that
+        completed with an action, in order: op, action, fault kind, planned target, nodes,
+        and invoke times within --time-tolerance, except the final phase's heals after the
+        time limit), the non-allowed anomaly types found, and
+        the verdict. Nodes are compared only where the plan fixed them (a node index, all,
+        a seeded minority or partition); for targets resolved at run time (leader,
+        controller, isolate-leader, isolate-controller) a reproduction may hit another
+        node, so only the planned target is compared and a node difference is a note.
+        The planned-schedule digest (the plan recomputed from config.json) is shown as a
+        cheap first check only. Exit 0 when every reproduction matches, 1 otherwise, 3 when
+        a reproduction failed to run, 130 interrupted.
         """
         from harness import config as cfgmod
+        from harness import reproduce
         from harness import schedule
         from harness.run_cli import Progress
         from harness.suite import default_runner
@@ -122,23 +128,25 @@ def register(app: click.Group) -> None:
         cfg = cfgmod.from_dict(data, str(run_dir / "config.json"))
         if cfg.seed is None:
             raise UsageError(f"{run_dir / 'config.json'} has no seed: the run cannot be reproduced")
-        original = _results(run_dir)
-        if original is None:
+        if _results(run_dir) is None:
             raise UsageError(f"{run_dir} has no readable results.json; run `kchaos analyze {run_dir}` first")
         cfg.store = store or str(run_dir.parent.parent)
         cfg.keep_cluster = False
         cfgmod.validate(cfg)
+        original = reproduce.load_run(run_dir)
+        if original.faults is None:
+            raise UsageError(f"{run_dir}: {original.problem}")
         recomputed = schedule.digest(cfg)
-        want = anomaly_types(original)
-        console.print(f"original {run_dir}: seed {cfg.seed}, schedule {stored_digest or 'not stored'}"
-                      f" (recomputed {recomputed}), anomaly types: {', '.join(sorted(want)) or 'none'}",
+        console.print(f"original {run_dir}: seed {cfg.seed}, {len(original.faults)} fault steps executed, "
+                      f"verdict {original.verdict}, anomaly types: {', '.join(original.anomaly_types) or 'none'}",
                       highlight=False, soft_wrap=True)
-        if stored_digest is None:
-            console.print("note: config.json stores no schedule digest; comparing with the recomputed one",
-                          highlight=False)
-        elif stored_digest != recomputed:
-            console.print(Text("the schedule recomputed from config.json differs from the stored digest: "
-                               "the schedule code changed since the original run", style="yellow"))
+        console.print(f"planned-schedule digest (the plan from config.json, not what ran): "
+                      f"stored {stored_digest or 'not stored'}, recomputed {recomputed}",
+                      highlight=False, soft_wrap=True)
+        if stored_digest is not None and stored_digest != recomputed:
+            console.print(Text("the plan recomputed from config.json differs from the stored digest: config.json "
+                               "or the schedule code changed since the original run", style="yellow"),
+                          soft_wrap=True)
         all_same, failed = True, False
         for i in range(1, times + 1):
             with Progress() as progress:
@@ -151,20 +159,18 @@ def register(app: click.Group) -> None:
                 failed = True
                 console.print(Text(f"{tag}: failed to run: {attempt.error}", style="bold magenta"))
                 continue
-            _, new_digest = _stored_config(Path(attempt.run_dir))
-            same_schedule = new_digest == recomputed and stored_digest in (None, recomputed)
-            new_results = _results(Path(attempt.run_dir))
-            got = anomaly_types(new_results)
-            same_types = new_results is not None and got == want
-            all_same &= same_schedule and same_types
-            verdict = {True: "valid", False: "invalid"}.get((new_results or {}).get("valid"), "unknown")
-            sched = Text("identical", style="green") if same_schedule else \
-                Text(f"DIFFERENT (stored {stored_digest}, recomputed {recomputed}, new {new_digest})", style="bold red")
-            types = Text("same", style="green") if same_types else Text("DIFFERENT", style="bold red")
-            console.print(Text(f"{tag}: {attempt.run_dir}  verdict {verdict}  schedule digest ") + sched
-                          + Text(" (" + (new_digest or "none") + ")  anomaly types ") + types
-                          + Text(f" ({', '.join(sorted(got)) or 'none'}"
-                                 + (f"; original {', '.join(sorted(want)) or 'none'}" if not same_types else "") + ")"),
+            new = reproduce.load_run(Path(attempt.run_dir))
+            cmp = reproduce.compare(original, new, time_tolerance)
+            reproduce.render(cmp, console, tag)
+            all_same &= cmp.matches
+            same_digest = new.digest == recomputed and stored_digest in (None, recomputed)
+
+            def word(ok: bool, yes: str) -> Text:
+                return Text(yes, style="green") if ok else Text("DIFFERENT", style="bold red")
+            console.print(Text(f"{tag}: ") + word(cmp.matches, "MATCH") + Text(f"  {attempt.run_dir}  fault sequence ")
+                          + word(cmp.same_faults, "same") + Text("  anomaly types ") + word(cmp.same_types, "same")
+                          + Text("  verdict ") + word(cmp.same_verdict, "same")
+                          + Text("  (planned-schedule digest ") + word(same_digest, "identical") + Text(")"),
                           soft_wrap=True)
         if failed:
             return 3

@@ -92,8 +92,9 @@ def test_reproduce_gives_the_same_schedule_and_anomaly_types(suite_run):
     before = {p for p in (store / "it-s11").iterdir() if p.name != "latest"}
     rep = kchaos("reproduce", str(run_dir), "--times", "1", timeout=300)
     assert rep.returncode == 0, rep.stdout + rep.stderr[-3000:]
-    line = next(l for l in rep.stdout.splitlines() if l.startswith("reproduction 1/1"))
-    assert "schedule digest identical" in line and "anomaly types same" in line, rep.stdout
+    line = next(l for l in rep.stdout.splitlines() if l.startswith("reproduction 1/1: ") and "verdict" in l)
+    assert "reproduction 1/1: MATCH" in line and "anomaly types same" in line, rep.stdout
+    assert "schedule digest identical" in line, rep.stdout
     new = {p for p in (store / "it-s11").iterdir() if p.name != "latest"} - before
     assert len(new) == 1  # stored beside the original, same name and seed
     (new_dir,) = new
