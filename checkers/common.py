@@ -13,7 +13,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import Any
 
-from .history import SAMPLER, START, FaultTracker, NemesisOp, fault_boundary
+from .history import SAMPLER, START, FaultTracker, NemesisOp
 from .model import witness_op
 from .result import ANOMALY_TYPES, DESCRIPTIONS, CheckResult
 
@@ -133,7 +133,6 @@ class Timeline:
                 op = witness_op(r)
                 ev = NemesisOp(index=r["invoke_index"], invoke_time=r["invoke_time"], time=r["time"],
                                f=r["f"], value=op["value"], error=r["error"])
-                ev.action, ev.fault = fault_boundary(ev.f, ev.value)
                 tracker.add(ev)
                 if ev.action == START:
                     start_ops[r["invoke_index"]] = op

@@ -251,8 +251,14 @@ class NemesisOp:
     f: str
     value: Any                 # the completion's value (the invoke's while incomplete)
     error: Any = None
-    action: str | None = None
-    fault: str | None = None
+
+    @property
+    def action(self) -> str | None:
+        return fault_boundary(self.f, self.value)[0]
+
+    @property
+    def fault(self) -> str | None:
+        return fault_boundary(self.f, self.value)[1]
 
     @property
     def end_time(self) -> int:
@@ -272,7 +278,6 @@ def nemesis_ops(ops: Iterable[Op]) -> Iterator[NemesisOp]:
         if op.get("type") != INVOKE and pending is not None and pending.f == f:
             pending.time, pending.value = t, op.get("value", pending.value)
             pending.error = op.get("error", pending.error)
-            pending.action, pending.fault = fault_boundary(f, pending.value)
             yield pending
             pending = None
             continue
@@ -281,7 +286,6 @@ def nemesis_ops(ops: Iterable[Op]) -> Iterator[NemesisOp]:
             pending = None
         ev = NemesisOp(index=op.get("index"), invoke_time=t, time=None if op.get("type") == INVOKE else t,
                        f=f, value=op.get("value"), error=op.get("error"))
-        ev.action, ev.fault = fault_boundary(f, ev.value)
         if op.get("type") == INVOKE:
             pending = ev
         else:

@@ -23,7 +23,7 @@ from typing import Any, Callable
 from harness import schedule
 from harness.cluster import ClusterHandle, cluster_up, mark_kept, sweep_dead_runs
 from harness.config import RunConfig
-from checkers.history import INFO, INVOKE, NEMESIS, SAMPLER, FaultTracker, NemesisOp, fault_boundary
+from checkers.history import INFO, INVOKE, NEMESIS, SAMPLER, FaultTracker, NemesisOp
 from harness.history import HistoryWriter
 from harness.store import attach_log_file, new_run_dir, write_json
 
@@ -322,10 +322,8 @@ class Runner:
                     "value": {**(op.get("value") or {}), "action": None, "error": str(exc)}}
         done = {k: v for k, v in done.items() if k not in ("index", "time", "process")}
         recorded = self.recorder.append({"process": NEMESIS, **done, "type": INFO, "f": op["f"]})
-        ev = NemesisOp(index=recorded["index"], invoke_time=recorded["time"], time=recorded["time"],
-                       f=op["f"], value=recorded.get("value"))
-        ev.action, ev.fault = fault_boundary(ev.f, ev.value)
-        self.faults.add(ev)
+        self.faults.add(NemesisOp(index=recorded["index"], invoke_time=recorded["time"], time=recorded["time"],
+                                  f=op["f"], value=recorded.get("value")))
         return recorded
 
     def _heal_everything(self, restart_dead: bool) -> None:
