@@ -26,7 +26,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .history import HistoryFormatError
+from .history import HistoryFormatError, history_header
+from .records import RunRecords, load_records
 
 from .common import RunFindings, Settings, assemble, crashed, summary
 from .load import history_to_parquet, is_parquet, iter_parquet_rows, read_paired_ops
@@ -53,11 +54,14 @@ def _empty(settings: Settings) -> RunFindings:
     return reference.analyze([], settings)
 
 
-def check(history: str | Path, config: dict[str, Any] | None = None, *, spark: Any = None) -> CheckResult:
-    """Check one history. Raises HistoryFormatError for an unreadable history
-    (that is the input's fault); any failure of the analysis itself gives a
-    result with valid "unknown" and the error, never a pass."""
-    return _check(history, config, spark, single=True)[0]
+def check(history: str | Path, config: dict[str, Any] | None = None, *, spark: Any = None,
+          records: RunRecords | None = None) -> CheckResult:
+    """Check one history, with Kafka's own record of the run when there is one
+    (``records``; else elections come from the sampler's view). Raises
+    HistoryFormatError for an unreadable history (that is the input's fault);
+    any failure of the analysis itself gives a result with valid "unknown"
+    and the error, never a pass."""
+    return _check(history, config, spark, single=True, records=records)[0]
 
 
 def check_runs(source: str | Path, config: dict[str, Any] | None = None, *,
@@ -67,8 +71,12 @@ def check_runs(source: str | Path, config: dict[str, Any] | None = None, *,
     return _check(source, config, spark, single=False)
 
 
+def _finish(f: RunFindings, settings: Settings, records: RunRecords | None, t0: float) -> CheckResult:
+    return assemble(f, settings, _meta(settings, t0), records)
+
+
 def _check(source: str | Path, config: dict[str, Any] | None, spark: Any,
-           single: bool) -> dict[int, CheckResult]:
+           single: bool, records: RunRecords | None = None) -> dict[int, CheckResult]:
     settings = Settings.from_config(config)
     t0 = time.monotonic()
     source = Path(source)
@@ -84,8 +92,8 @@ def _check(source: str | Path, config: dict[str, Any] | None, spark: Any,
             for row in iter_parquet_rows(source):
                 by_run[row.get("run") or 0].append(PairedOp.from_row(row))
             findings = {r: reference.analyze(ops, settings) for r, ops in by_run.items()}
-        results = {r: assemble(f, settings, _meta(settings, t0)) for r, f in findings.items()}
-        return results or {0: assemble(_empty(settings), settings, _meta(settings, t0))}
+        results = {r: _finish(f, settings, records, t0) for r, f in findings.items()}
+        return results or {0: _finish(_empty(settings), settings, records, t0)}
     with contextlib.ExitStack() as stack:
         parquet = source
         if not is_parquet(source):      # the Spark engine reads Parquet: convert first
@@ -102,9 +110,9 @@ def _check(source: str | Path, config: dict[str, Any] | None, spark: Any,
             text = (str(e).strip().splitlines() or [""])[0][:300]
             return {0: crashed(settings, _meta(settings, t0), f"spark: {type(e).__name__}: {text}")}
     if single:
-        return {0: assemble(findings.get(0) or _empty(settings), settings, _meta(settings, t0))}
-    results = {r: assemble(f, settings, _meta(settings, t0)) for r, f in findings.items()}
-    return results or {0: assemble(_empty(settings), settings, _meta(settings, t0))}
+        return {0: _finish(findings.get(0) or _empty(settings), settings, records, t0)}
+    results = {r: _finish(f, settings, None, t0) for r, f in findings.items()}
+    return results or {0: _finish(_empty(settings), settings, None, t0)}
 
 
 def write_results(result: CheckResult, path: str | Path) -> None:
@@ -127,9 +135,12 @@ def analyze_run(run_dir: str | Path, config: dict[str, Any] | None = None, *, sp
     cfg: dict[str, Any] = {}
     cfg_file = run_dir / "config.json"
     if cfg_file.exists():
-        section = json.loads(cfg_file.read_text(encoding="utf-8")).get("checker")
+        stored = json.loads(cfg_file.read_text(encoding="utf-8"))
+        section = stored.get("checker")
         if isinstance(section, dict):
             cfg.update(section)
+        if isinstance(stored.get("client_settings"), dict):
+            cfg["client_settings"] = stored["client_settings"]
     cfg.update(config or {})
     settings = Settings.from_config(cfg)
     t0 = time.monotonic()
@@ -138,6 +149,7 @@ def analyze_run(run_dir: str | Path, config: dict[str, Any] | None = None, *, sp
     except HistoryFormatError as e:
         write_results(crashed(settings, _meta(settings, t0), f"history: {e}"), run_dir / "results.json")
         raise
-    result = check(run_dir / "history.parquet", cfg, spark=spark)
+    records = load_records(run_dir, history_header(run_dir / "history.jsonl").get("wall_ns_at_zero"))
+    result = check(run_dir / "history.parquet", cfg, spark=spark, records=records)
     write_results(result, run_dir / "results.json")
     return result

@@ -11,13 +11,20 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .history import SAMPLER, START, FaultTracker, NemesisOp
 from .model import witness_op
 from .result import ANOMALY_TYPES, DESCRIPTIONS, CheckResult
 
-DEFAULT_ALLOWED = {"unseen": "informational: nothing read reached these offsets"}
+if TYPE_CHECKING:
+    from .records import RunRecords
+
+DEFAULT_ALLOWED = {"elr-election": "informational: an election from the eligible leader replicas is clean by "
+                                   "design (KIP-966)"}
+# Counted, never a violation, but the verdict cannot be valid while any is
+# present (unless the config allows it by name): nobody read these writes.
+UNKNOWN_TYPES = ("unseen",)
 SUBSCRIBE_ALLOWED = {
     "poll-skip": "consumers subscribe: a rebalance moves partitions between consumers, "
                  "so one consumer's reads of a partition may jump ahead",
@@ -36,6 +43,7 @@ class Settings:
     max_witnesses: int = 20
     allowed: dict[str, Any] = field(default_factory=dict)
     spark_conf: dict[str, Any] = field(default_factory=dict)   # extra Spark settings
+    client_settings: dict[str, Any] | None = None               # the run's effective producer/consumer settings
 
     @classmethod
     def from_config(cls, config: dict[str, Any] | None) -> "Settings":
@@ -44,7 +52,8 @@ class Settings:
                 spark_master=config.get("spark_master", "local[2]"),
                 max_witnesses=int(config.get("max_witnesses", 20)),
                 allowed=dict(config.get("allowed") or {}),
-                spark_conf=dict(config.get("spark_conf") or {}))
+                spark_conf=dict(config.get("spark_conf") or {}),
+                client_settings=config.get("client_settings"))
         if s.engine not in ("spark", "reference"):
             raise ValueError(f"unknown checker engine {s.engine!r} (spark or reference)")
         unknown = set(s.allowed) - set(ANOMALY_TYPES)
@@ -58,12 +67,41 @@ class Settings:
         out = dict(DEFAULT_ALLOWED)
         if mode == "subscribe":
             out.update(SUBSCRIBE_ALLOWED)
+        out.update(client_allowances((self.client_settings or {}).get("producer")))
         for k, reason in self.allowed.items():
             if reason:
                 out[k] = str(reason)
             else:
                 out.pop(k, None)
         return out
+
+
+def _truthy(v: Any) -> bool:
+    return str(v).strip().lower() in ("true", "1", "yes")
+
+
+def _setting(conf: dict[str, Any], names: tuple[str, ...], default: Any) -> Any:
+    return next((conf[n] for n in names if n in conf), default)
+
+
+def client_allowances(producer: dict[str, Any] | None) -> dict[str, str]:
+    """Anomalies a producer setting makes Kafka's documented behaviour, with
+    why (librdkafka's defaults where a setting is absent: no idempotence,
+    retries 2147483647, 1000000 requests in flight). A producer with
+    idempotence on promises more, and gets none."""
+    if producer is None or _truthy(_setting(producer, ("enable.idempotence",), False)):
+        return {}
+    retries = int(_setting(producer, ("retries", "message.send.max.retries"), 2147483647))
+    in_flight = int(_setting(producer, ("max.in.flight.requests.per.connection", "max.in.flight"), 1000000))
+    out = {}
+    if retries > 0:
+        out["duplicate"] = (f"producer settings: enable.idempotence=false with retries={retries} is "
+                            "at-least-once delivery: a retried batch may be written twice")
+        if in_flight > 1:
+            out["nonmonotonic-send"] = (f"producer settings: enable.idempotence=false with "
+                                        f"max.in.flight={in_flight} and retries: a retried batch may land "
+                                        "after a later one")
+    return out
 
 
 @dataclass
@@ -92,6 +130,12 @@ class RunFindings:
     errors: list[str]
     op_rows: dict[int, dict[str, Any]]      # witness ops, by invoke_index, in to_row() form
     control_rows: list[dict[str, Any]]      # nemesis and sampler ops, in to_row() form
+    # every lost write (partition, offset | None, value, ack time) and inconsistent offset
+    # (partition, offset, earliest ack time | None): the election step attributes them
+    losses: list[tuple[int, int | None, int, int | None]] = field(default_factory=list)
+    inconsistent: list[tuple[int, int, int | None]] = field(default_factory=list)
+    partition_changes: list[dict[str, Any]] = field(default_factory=list)
+    election_source: dict[str, Any] = field(default_factory=dict)
 
 
 def percentile(sorted_values: list[float], p: float) -> float:
@@ -175,12 +219,23 @@ class Timeline:
         return {"faults": faults, "recent_nemesis": recent, "sample": sample}
 
 
-def assemble(rf: RunFindings, settings: Settings, checker: dict[str, Any]) -> CheckResult:
-    """Allowed anomalies, verdict and witnesses with their context."""
+def assemble(rf: RunFindings, settings: Settings, checker: dict[str, Any],
+             records: "RunRecords | None" = None) -> CheckResult:
+    """Elections (from Kafka's record when given), allowed anomalies, verdict
+    and witnesses with their context."""
+    if "unclean-election" not in rf.anomalies:
+        from .elections import judge
+        try:
+            judge(rf, records, settings.max_witnesses)
+        except Exception as e:  # noqa: BLE001 - never a pass on a crash
+            msg = f"elections: {type(e).__name__}: {e}"
+            rf.errors.append(msg)
+            rf.anomalies.update({t: Finding(error=msg) for t in ("unclean-election", "elr-election")})
     allowed = settings.allowed_for(rf.mode)
     timeline = Timeline(rf.control_rows)
     anomalies: dict[str, dict[str, Any]] = {}
     errors = list(rf.errors)
+    rows = {**{r["invoke_index"]: r for r in rf.control_rows}, **rf.op_rows}   # sampler ops witness elections
     for typ in ANOMALY_TYPES:
         fnd = rf.anomalies.get(typ)
         if fnd is None:
@@ -189,8 +244,8 @@ def assemble(rf: RunFindings, settings: Settings, checker: dict[str, Any]) -> Ch
         witnesses = []
         for w in fnd.witnesses[: settings.max_witnesses]:
             ids = list(dict.fromkeys(w.op_ids))
-            ops = [witness_op(rf.op_rows[i]) for i in ids if i in rf.op_rows]
-            first = ops[0] if ids and ids[0] in rf.op_rows else None
+            ops = [witness_op(rows[i]) for i in ids if i in rows]
+            first = ops[0] if ids and ids[0] in rows else None
             witnesses.append({"partition": w.partition, "offsets": w.offsets, "values": w.values,
                               "ops": ops, "context": timeline.context(w.partition, first), **w.extra})
         entry = {"count": fnd.count, "allowed": typ in allowed, "reason": allowed.get(typ),
@@ -198,16 +253,41 @@ def assemble(rf: RunFindings, settings: Settings, checker: dict[str, Any]) -> Ch
         if fnd.error:
             entry["error"] = fnd.error
         anomalies[typ] = entry
-    if any(a["count"] > 0 and not a["allowed"] for a in anomalies.values()):
+    unknown = unknown_reasons(rf, anomalies, errors)
+    if any(a["count"] > 0 and not a["allowed"] and t not in UNKNOWN_TYPES for t, a in anomalies.items()):
         valid: Any = False
-    elif errors or not rf.has_ok_send:
+    elif unknown:
         valid = "unknown"
     else:
         valid = True
     stats = dict(rf.stats)
     stats["mode"] = rf.mode
     return CheckResult(valid=valid, anomalies=anomalies, stats=stats, errors=errors,
-                       unclean_elections=rf.elections, checker=checker)
+                       unclean_elections=rf.elections, checker=checker, unknown=unknown,
+                       elections=rf.election_source, partition_changes=rf.partition_changes)
+
+
+def unknown_reasons(rf: RunFindings, anomalies: dict[str, dict[str, Any]], errors: list[str]) -> list[str]:
+    """Why the record cannot give a valid verdict: a checker failed, nothing
+    was acknowledged, acknowledged writes were never read, or the final drain
+    stopped short."""
+    out = []
+    if errors:
+        out.append(f"{len(errors)} checker error(s): {errors[0]}")
+    if not rf.has_ok_send:
+        out.append("no send was acknowledged: there is nothing to check")
+    for t in UNKNOWN_TYPES:
+        a = anomalies.get(t) or {}
+        if a.get("count") and not a.get("allowed"):
+            out.append(f"{a['count']} acknowledged write(s) were never read ({t}): no read of their "
+                       "partition reached their offsets")
+    drains = rf.stats.get("drains") or {}
+    if drains.get("ops") and drains.get("ok", 0) < drains["ops"]:
+        out.append(f"the final drain did not complete: {drains['ops'] - drains.get('ok', 0)} of "
+                   f"{drains['ops']} partition drains stopped before the end they recorded")
+    elif drains.get("ops") and rf.stats.get("drain_complete") is False:
+        out.append("the final drain did not read every partition that has acknowledged writes")
+    return out
 
 
 def summary(result: CheckResult) -> list[tuple[str, int, bool]]:

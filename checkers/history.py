@@ -7,24 +7,39 @@ below every package that uses it. See docs/design.md, "The history".
 
 File: ``history.jsonl``, one JSON object per line, appended and flushed as it
 happens (a crash loses at most the line being written). The first line is a
-header ``{"kchaos-history": FORMAT_VERSION, ...}``; a history without one is
+header ``{"kchaos-history": FORMAT_VERSION, "wall_ns_at_zero": ns}``; a history without one is
 format 1 (written before the header existed) and reads the same way, except
 that its nemesis ops name no ``action`` (see ``fault_boundary``).
 
 Op fields:
 
-=========  ==================================================================
-index      position in the history (0, 1, 2, ...), assigned by the writer
-time       nanoseconds since the run started (harness monotonic clock)
-process    int for a logical client; "nemesis" for faults; "sampler" for
-           metadata samples. A crashed client's successor gets a new int.
-type       "invoke", then exactly one completion: "ok" | "fail" | "info"
-f          "send" | "poll" | "assign" | "subscribe" | "sample" | nemesis op
-value      see below
-error      client error text on fail/info (optional)
-node       the node the client talked to (optional)
-drain      true on the final phase's reads of each partition (optional)
-=========  ==================================================================
+==========  ==================================================================
+index       position in the history (0, 1, 2, ...), assigned by the writer
+time        nanoseconds since the run started (harness monotonic clock)
+process     int for a logical client; "nemesis" for faults; "sampler" for
+            metadata samples. A crashed client's successor gets a new int.
+type        "invoke", then exactly one completion: "ok" | "fail" | "info"
+f           "send" | "poll" | "assign" | "subscribe" | "sample" | nemesis op
+value       see below
+error       client error text on fail/info (optional)
+node        the node the client talked to (optional)
+drain       true on the final phase's reads of each partition (optional)
+watermarks  on drain poll completions (optional): the partition's
+            ``{"log_start": int|null, "high": int|null, "max_acked": int|null}``
+            at drain start: log start offset and high watermark (null when
+            they could not be had) and the highest offset any client saw
+            acknowledged on it (null: none)
+end         on drain poll completions (optional): the offset the drain had read
+            the partition up to, exclusive, when the op completed (null when
+            nothing could be read). The partition's last drain op is ``ok``
+            only if the drain reached ``watermarks.high``; otherwise it is
+            ``info`` with the reason in ``error``
+wait        on drain poll completions (optional): the wait before the drain,
+            ``{"waited_s": float, "reached": bool, "why": str}``; reached when
+            every partition had a leader and a high watermark >= 1 +
+            max_acked or all replicas in ISR; ``why`` says which, or on a
+            timeout which partition was not ready
+==========  ==================================================================
 
 Each process has at most one op outstanding: an invoke pairs with the next
 completion of the same process.
@@ -81,9 +96,26 @@ class HistoryFormatError(Exception):
     exit_code = 3
 
 
-def header() -> dict[str, Any]:
-    """The first line of every history this version writes."""
-    return {HEADER_KEY: FORMAT_VERSION}
+def header(wall_ns_at_zero: int | None = None) -> dict[str, Any]:
+    """The first line of every history this version writes. ``wall_ns_at_zero``
+    is the wall clock (ns since the epoch) at history time 0: it places records
+    Kafka timestamps with its own clock (the controller's metadata log) on the
+    history's time axis."""
+    out: dict[str, Any] = {HEADER_KEY: FORMAT_VERSION}
+    if wall_ns_at_zero is not None:
+        out["wall_ns_at_zero"] = int(wall_ns_at_zero)
+    return out
+
+
+def history_header(path: Path) -> dict[str, Any]:
+    """The header of a history file ({} for a format-1 history without one)."""
+    with open(path, "r", encoding="utf-8", errors="replace") as fh:
+        first = fh.readline()
+    try:
+        obj = json.loads(first)
+    except json.JSONDecodeError:
+        return {}
+    return dict(obj) if _is_header(obj) else {}
 
 
 def _is_header(obj: Any) -> bool:
@@ -92,13 +124,7 @@ def _is_header(obj: Any) -> bool:
 
 def history_format(path: Path) -> int:
     """The format version of a history file: its header's, or 1 without one."""
-    with open(path, "r", encoding="utf-8", errors="replace") as fh:
-        first = fh.readline()
-    try:
-        obj = json.loads(first)
-    except json.JSONDecodeError:
-        return 1
-    return int(obj[HEADER_KEY]) if _is_header(obj) else 1
+    return int(history_header(path).get(HEADER_KEY, 1))
 
 
 def read_history(path: Path) -> Iterator[Op]:
@@ -149,16 +175,17 @@ def _opt_int(x: Any, what: str, where: str) -> int | None:
     return None if x is None else require_int(x, what, where)
 
 
-def send_messages(value: Any, ok: bool, where: str) -> list[Message]:
-    """(partition, offset, value) per message of a send; the offset only when
-    ``ok`` (an acknowledged send)."""
+def send_messages(value: Any, where: str) -> list[Message]:
+    """(partition, offset, value) per message of a send. An offset means the
+    message was acknowledged, whatever the op's type: every message of an ok
+    send has one, so do the acknowledged messages of a mixed info send."""
     if not isinstance(value, list):
         raise HistoryFormatError(f"{where}: send value is not a list: {value!r:.80}")
     out = []
     for m in value:
         if not isinstance(m, list) or len(m) < 2:
             raise HistoryFormatError(f"{where}: send message is not [partition, value, offset]: {m!r}")
-        offset = m[2] if len(m) > 2 and ok else None
+        offset = m[2] if len(m) > 2 else None
         out.append((require_int(m[0], "partition", where), _opt_int(offset, "offset", where),
                     require_int(m[1], "value", where)))
     return out

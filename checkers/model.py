@@ -168,7 +168,7 @@ def _build(inv: Op | None, comp: Op | None) -> PairedOp:
         value=value,
     )
     if op.f == SEND and is_client:
-        op.messages = send_messages(value, typ == "ok", where)
+        op.messages = send_messages(value, where)
         op.partitions = list(dict.fromkeys(p for p, _, _ in op.messages))
         op.partition_starts = _starts(op.messages, op.partitions)
     elif op.f == POLL and is_client and typ == "ok":

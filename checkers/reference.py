@@ -3,7 +3,8 @@
 Small and direct on purpose: this is the executable specification the Spark
 engine is tested against, so every definition reads as one loop. Terms:
 
-* ack: a message of an ``ok`` client send with a known offset.
+* ack: a message of a client send with a known offset (every message of an
+  ``ok`` send; the acknowledged ones of a mixed ``info`` send).
 * read: a message returned by an ``ok`` client poll (drain polls included).
 * observation: an ack or a read, as (partition, offset, value).
 * known offsets of a partition: every offset some observation names.
@@ -20,8 +21,7 @@ from typing import Any, Callable
 
 from .common import (SKIPPED_LIMIT, Finding, RunFindings, Settings, Witness, availability,
                      lag_summary, percentile)
-from .elections import Sample, attribute, unclean_elections
-from .history import POLL, SAMPLER, SEND, SUBSCRIBE
+from .history import POLL, SEND, SUBSCRIBE
 from .model import PairedOp
 
 log = logging.getLogger(__name__)
@@ -45,8 +45,8 @@ class RunIndex:
         self.ops = sorted(ops, key=lambda o: o.invoke_index)
         self.by_id = {o.id: o for o in self.ops}
         self.sends = [o for o in self.ops if o.client and o.f == SEND]
-        self.ok_msgs = [Msg(p, off, v, o, i) for o in self.sends if o.type == "ok"
-                        for i, (p, off, v) in enumerate(o.messages)]
+        self.ok_msgs = [Msg(p, off, v, o, i) for o in self.sends
+                        for i, (p, off, v) in enumerate(o.messages) if o.type == "ok" or off is not None]
         self.acks = [m for m in self.ok_msgs if m.offset is not None]
         self.polls = [o for o in self.ops if o.client and o.f == POLL]
         self.reads = [Msg(p, off, v, o, i) for o in self.polls if o.type == "ok"
@@ -72,8 +72,8 @@ class RunIndex:
         self.drained = {(m.partition, m.value) for m in self.reads if m.op.drain}
         self.drain_all_ok = bool(drains) and all(o.type == "ok" for o in drains)
         self.drain_parts = {p for o in drains if o.type == "ok" for p in o.partitions or []}
+        self.drain_counts = {"ops": len(drains), "ok": sum(o.type == "ok" for o in drains)}
         self.mode = "subscribe" if any(o.f == SUBSCRIBE for o in self.ops) else "assign"
-        self.elections: list[dict[str, Any]] = []     # filled by check_elections
 
     def rank(self, p: int, offset: int) -> int:
         return bisect.bisect_left(self.known[p], offset)
@@ -239,41 +239,19 @@ def check_phantom(run: RunIndex, settings: Settings) -> Result:
     return {"phantom-write": _finding(items, settings)}
 
 
-def samples(run: "RunIndex") -> list[Sample]:
-    return [Sample(o.id, o.index, o.time, o.sample) for o in run.ops
-            if o.role == SAMPLER and o.sample is not None]
+def losses(run: RunIndex) -> list[tuple[int, int | None, int, int | None]]:
+    """Every lost write as (partition, offset, value, ack time), for the election step."""
+    return [(m.partition, m.offset, m.value, m.op.time) for m in lost_messages(run)[0]]
 
 
-def check_elections(run: RunIndex, settings: Settings) -> Result:
-    """unclean-election, with lost writes (by ack time) and inconsistent offsets
-    (by earliest ack at that offset) attributed to the partition's first
-    unclean election after them. Order (partition, index)."""
-    elect = unclean_elections(samples(run))
-    for e in elect:
-        e["lost_writes"] = e["inconsistent_offsets"] = 0
-    for m in lost_messages(run)[0]:
-        e = attribute(elect, m.partition, m.op.time)
-        if e:
-            e["lost_writes"] += 1
+def inconsistent(run: RunIndex) -> list[tuple[int, int, int | None]]:
+    """Every inconsistent offset as (partition, offset, earliest ack time there)."""
     first_ack: dict[tuple[int, int], int] = {}
     for m in run.acks:
         k = (m.partition, m.offset)
         first_ack[k] = min(first_ack.get(k, m.op.time), m.op.time)
     values = Counter((p, o) for p, o, _ in run.pov)
-    for (p, o), n in values.items():
-        if n > 1 and (p, o) in first_ack:
-            e = attribute(elect, p, first_ack[(p, o)])
-            if e:
-                e["inconsistent_offsets"] += 1
-    items = []
-    for e in elect:
-        ids = e.pop("ids")
-        extra = {k: e[k] for k in ("from_leader", "to_leader", "epoch", "last_isr",
-                                   "lost_writes", "inconsistent_offsets")}
-        items.append(((e["partition"], e["index"]), Witness(e["partition"], [], [], ids,
-                                                            extra=extra)))
-    run.elections = sorted(elect, key=lambda e: (e["partition"], e["index"]))
-    return {"unclean-election": _finding(items, settings)}
+    return [(p, o, first_ack.get((p, o))) for (p, o), n in sorted(values.items()) if n > 1]
 
 
 def stats(run: RunIndex) -> dict[str, Any]:
@@ -315,6 +293,7 @@ def stats(run: RunIndex) -> dict[str, Any]:
         "acknowledged": len({(m.partition, m.value) for m in run.ok_msgs}),
         "read": len(run.first_read),
         "drain_complete": run.drain_all_ok and ok_parts <= run.drain_parts,
+        "drains": run.drain_counts,
         "availability_counts": dict(avail),
         "realtime_lag": lag_summary(*(
             (percentile(lags, 0.5), percentile(lags, 0.99), float(lags[-1])) if lags else (None,) * 3)),
@@ -328,7 +307,6 @@ CHECKS: dict[str, Callable[[RunIndex, Settings], Result]] = {
     "poll-order": check_polls,
     "lost": check_lost,
     "phantom": check_phantom,
-    "elections": check_elections,
 }
 TYPES_OF = {
     "offsets": ("inconsistent-offset", "duplicate"),
@@ -337,7 +315,6 @@ TYPES_OF = {
     "poll-order": ("nonmonotonic-poll", "poll-skip"),
     "lost": ("lost-write", "unseen"),
     "phantom": ("phantom-write",),
-    "elections": ("unclean-election",),
 }
 
 
@@ -363,8 +340,13 @@ def analyze(ops: list[PairedOp], settings: Settings) -> RunFindings:
     if "availability_counts" in st:
         st["availability"] = availability(st.pop("availability_counts"))
     ids = {i for f in anomalies.values() for w in f.witnesses for i in w.op_ids}
+    lost, inc = [], []
+    try:
+        lost, inc = losses(run), inconsistent(run)
+    except Exception as e:  # noqa: BLE001
+        errors.append(f"losses: {type(e).__name__}: {e}")
     return RunFindings(
-        anomalies=anomalies, stats=st, elections=run.elections, mode=run.mode,
+        anomalies=anomalies, stats=st, elections=[], mode=run.mode, losses=lost, inconsistent=inc,
         has_ok_send=any(o.type == "ok" for o in run.sends), errors=errors,
         op_rows={i: run.by_id[i].to_row() for i in ids if i in run.by_id},
         control_rows=[o.to_row() for o in run.ops if not o.client],

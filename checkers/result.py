@@ -15,10 +15,16 @@ results.json (written by ``harness``/``checkers``, read by ``reports``)::
           "witnesses": [ {WITNESS}, ... ] # at most ``max_witnesses`` (default 20)
         }, ...
       },
-      "unclean_elections": [ {"partition": 0, "time": ns, "index": i,
+      "unclean_elections": [ {"partition": 0, "time": ns, "index": i | null,
+                              "offset": metadata log offset | null, "kind": "unclean",
                               "from_leader": 1, "to_leader": 3, "epoch": 7,
-                              "last_isr": [1], "lost_writes": 18,
-                              "inconsistent_offsets": 0}, ... ],
+                              "last_isr": [1], "last_elr": [] | null, "isr": [3], "elr": [],
+                              "lost_writes": 18, "inconsistent_offsets": 0}, ... ],
+      "unknown": ["why the verdict is unknown", ...],
+      "elections": {"source": "metadata-log" | "samples", "notes": [...],
+                    "elections": [every election, kind "isr" | "elr" | "unclean"]},
+      "partition_changes": [partition state after each metadata record: partition, time,
+                            offset, kind, leader, leader_epoch, isr, elr, last_known_elr, ...],
       "stats": {
         "ops": {"send": {"ok": 10, "fail": 0, "info": 2}, "poll": {...}},
         "acknowledged": 1234, "read": 1200, "drain_complete": true,
@@ -35,7 +41,7 @@ sample of that partition's leader/ISR/epoch before the first witness op.
 
 Anomaly types (docs/design.md, "What the checkers decide"): inconsistent-offset, duplicate,
 nonlinearizable-offset, nonmonotonic-send, nonmonotonic-poll, poll-skip,
-lost-write, unseen, phantom-write, unclean-election.
+lost-write, unseen, phantom-write, unclean-election, elr-election.
 """
 from __future__ import annotations
 
@@ -55,6 +61,7 @@ ANOMALY_TYPES = (
     "unseen",
     "phantom-write",
     "unclean-election",
+    "elr-election",
 )
 
 # One sentence per type: results.json carries it, reports fall back on it.
@@ -70,9 +77,14 @@ DESCRIPTIONS: dict[str, str] = {
                  "offsets known to hold values",
     "lost-write": "an acknowledged send never read, although reads of its partition reached its offset "
                   "or the final drain completed",
-    "unseen": "an acknowledged send never read, and no read of its partition reached its offset",
+    "unseen": "an acknowledged send never read, and no read of its partition reached its offset: "
+              "nobody looked, so the verdict cannot be valid",
     "phantom-write": "a send that failed (certainly did not happen) whose value was read",
-    "unclean-election": "a partition leader changed to a broker that was not in the last observed ISR",
+    "unclean-election": "a partition leader changed to a broker outside the partition's previous ISR and "
+                        "eligible leader replicas (from the controller's metadata log; else outside the "
+                        "last sampled ISR)",
+    "elr-election": "a partition leader elected from its eligible leader replicas (KIP-966): clean by design, "
+                    "acks=all writes were refused while the ISR was below min.insync.replicas",
 }
 
 
@@ -84,6 +96,9 @@ class CheckResult:
     errors: list[str] = field(default_factory=list)
     unclean_elections: list[dict[str, Any]] = field(default_factory=list)
     checker: dict[str, Any] = field(default_factory=dict)
+    unknown: list[str] = field(default_factory=list)          # why the verdict is unknown
+    elections: dict[str, Any] = field(default_factory=dict)   # source, notes, every election
+    partition_changes: list[dict[str, Any]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -92,5 +107,8 @@ class CheckResult:
             "errors": self.errors,
             "anomalies": self.anomalies,
             "unclean_elections": self.unclean_elections,
+            "unknown": self.unknown,
+            "elections": self.elections,
+            "partition_changes": self.partition_changes,
             "stats": self.stats,
         }

@@ -1,9 +1,10 @@
 """The Spark engine: history.parquet (one run or many) -> RunFindings per run.
 
 Four jobs: op statistics; the control ops (nemesis, sampler, assign/subscribe,
-drain), whose samples give the unclean elections (``elections.py``, in Python:
-samples are few); the per-partition pass over every message (spark_partition.py, after one shuffle by (run, partition)); the ops
-the witnesses name. A failing job or check marks the anomaly types it decides
+drain); the per-partition pass over every message (spark_partition.py, after
+one shuffle by (run, partition)); the ops the witnesses name. Elections are
+judged after the engine, in Python (``elections.judge``), from the lost
+writes this pass lists. A failing job or check marks the anomaly types it decides
 with the error, for every run; the rest still report.
 """
 from __future__ import annotations
@@ -20,7 +21,7 @@ import pyarrow.parquet as pq
 from .common import Finding, RunFindings, Settings, Witness, availability, lag_summary, percentile
 from .spark_frames import control, partition_results, read_ops, witness_ops
 from .spark_partition import ALL_TYPES, CHECKS, Context
-from .spark_stats import election_findings, op_stats, run_elections
+from .spark_stats import op_stats
 
 log = logging.getLogger(__name__)
 
@@ -87,31 +88,19 @@ def _analyze(spark: Any, ops: Any, settings: Settings) -> dict[int, RunFindings]
         if base["drains"] and base["drains"] == base["drains_ok"]:
             ctx.drained |= {(run, p) for p in drain_parts[run]}
 
-    found_el: dict[int, list[dict[str, Any]]] = {}
-    try:
-        found_el = run_elections(ctl)
-        by_p: dict[tuple[int, int], list[tuple[int, int]]] = defaultdict(list)
-        for run, found in found_el.items():
-            for e in found:
-                by_p[(run, e["partition"])].append((e["time"], e["index"]))
-        ctx.elections = {key: (np.array([t for t, _ in sorted(v)], np.int64),
-                               np.array([i for _, i in sorted(v)], np.int64)) for key, v in by_p.items()}
-    except Exception as e:  # noqa: BLE001 - a crash must give "unknown", never a pass
-        log.error("elections crashed: %s", _err("elections", e))
-        acc.fail(_err("elections", e), ("unclean-election",))
-
     counts: dict[tuple[int, str], int] = defaultdict(int)
     wits: dict[tuple[int, str], list[tuple[list[int], Witness]]] = defaultdict(list)
     stat: dict[tuple[int, str], int] = defaultdict(int)
     lags: dict[int, list[np.ndarray]] = defaultdict(list)
-    attributed: dict[tuple, int] = defaultdict(int)
+    losses: dict[int, list[tuple[int, int | None, int, int | None]]] = defaultdict(list)
+    inconsistent: dict[int, list[tuple[int, int, int | None]]] = defaultdict(list)
     part_errors: list[tuple[int, str, str]] = []
     ok_parts: dict[int, set[int]] = defaultdict(set)      # partitions with an acknowledged value
     try:
         rows = partition_results(ops, ctx)
     except Exception as e:  # noqa: BLE001
         log.error("partition pass crashed: %s", _err("messages", e))
-        acc.fail(_err("messages", e), ALL_TYPES + ("unclean-election",))
+        acc.fail(_err("messages", e), ALL_TYPES)
         rows = None
     for row in rows or []:
         run, what, typ = row["run"], row["what"], row["type"]
@@ -127,8 +116,14 @@ def _analyze(spark: Any, ops: Any, settings: Settings) -> dict[int, RunFindings]
                 ok_parts[run].add(row["partition"])
         elif what == "lag":
             lags[run].append(np.frombuffer(row["blob"], np.int64))
-        elif what == "elect":
-            attributed[(run, row["partition"], row["key"][0], typ)] += row["n"]
+        elif what == "losses":
+            times = np.frombuffer(row["blob"], np.int64)
+            losses[run] += [(row["partition"], None if o < 0 else int(o), int(v), int(t) if t >= 0 else None)
+                            for o, v, t in zip(row["offsets"], row["values"], times)]
+        elif what == "inconsistent":
+            times = np.frombuffer(row["blob"], np.int64)
+            inconsistent[run] += [(row["partition"], int(o), int(t) if t >= 0 else None)
+                                  for o, t in zip(row["offsets"], times)]
         elif what == "error":
             part_errors.append((run, typ, row["extra"]))
     if rows is not None:
@@ -137,13 +132,8 @@ def _analyze(spark: Any, ops: Any, settings: Settings) -> dict[int, RunFindings]
                 items = sorted(wits.get((run, t), []), key=lambda kw: kw[0])
                 acc.found[run][t] = Finding(count=counts.get((run, t), 0), witnesses=[w for _, w in items[:k]])
     for run, name, text in part_errors:
-        types = CHECKS[name][1] if name in CHECKS else ALL_TYPES + ("unclean-election",)
+        types = CHECKS[name][1] if name in CHECKS else ALL_TYPES
         acc.fail(_err(name, text), types, [run])
-
-    el_found, el_lists = election_findings(found_el, attributed, k)
-    for run in acc.base:
-        if "unclean-election" not in acc.found[run]:
-            acc.found[run]["unclean-election"] = el_found.get(run, Finding())
 
     wanted = {(r, i) for r, fs in acc.found.items() for f in fs.values() for w in f.witnesses for i in w.op_ids}
     op_rows: dict[int, dict[int, dict]] = defaultdict(dict)
@@ -170,11 +160,13 @@ def _analyze(spark: Any, ops: Any, settings: Settings) -> dict[int, RunFindings]
                 "acknowledged": stat.get((run, "acknowledged"), 0),
                 "read": stat.get((run, "read"), 0),
                 "drain_complete": drain_ok and all((run, p) in ctx.drained for p in ok_parts[run]),
+                "drains": {"ops": base["drains"], "ok": base["drains_ok"]},
                 "availability": availability(dict(base["avail"])),
                 "realtime_lag": lag_summary(*((percentile(lag_list, 0.5), percentile(lag_list, 0.99),
                                                lag_list[-1]) if lag_list else (None,) * 3)),
             },
-            elections=el_lists.get(run, []), mode=base["mode"], has_ok_send=base["has_ok_send"],
+            elections=[], mode=base["mode"], has_ok_send=base["has_ok_send"],
+            losses=losses[run], inconsistent=inconsistent[run],
             errors=acc.errors[run], op_rows=op_rows[run], control_rows=control_rows[run])
     return out
 

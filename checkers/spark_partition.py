@@ -12,8 +12,10 @@ reference.py's, per partition; the witness orders are the same.
 Output rows (``OUT_SCHEMA``): ``what`` is "count" (n violations of ``type``),
 "witness" (one of the first k witnesses of ``type`` in this partition), "stat"
 (``type`` acknowledged / read, n), "lag" (``blob``: the realtime-lag samples,
-int64 ns) or "elect" (``type`` lost / inc: n attributed to the election with
-index key[0]).
+int64 ns), "losses" (every lost write: ``offsets``, -1 when unknown,
+``values``, ``blob`` their ack times) or "inconsistent" (every inconsistent
+offset, ``blob`` its earliest ack time or -1): the last two feed the election
+step (``elections.judge``) that both engines share.
 """
 from __future__ import annotations
 
@@ -49,7 +51,6 @@ class Context:
     k: int
     resets: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)   # (run, process) -> sorted ids
     drained: set[tuple[int, int]] = field(default_factory=set)                 # (run, partition)
-    elections: dict[tuple[int, int], tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
 def _np(col: pa.ChunkedArray | pa.Array, fill: int = 0) -> np.ndarray:
@@ -120,6 +121,7 @@ class PartitionLog:
         self.drain = op_kind == DRAIN_READ_OP
         kind = np.where(op_kind >= READ_OP, READ, op_kind).astype(np.int8)
         kind[(op_kind == OK_SEND_OP) & ~self.has_off] = OK_NO_OFFSET
+        kind[((op_kind == INFO_SEND_OP) | (op_kind == FAIL_SEND_OP)) & self.has_off] = ACK   # acked in a mixed send
         self.kind = kind
         self.ack, self.read = kind == ACK, kind == READ
         obs = self.ack | self.read
@@ -133,8 +135,6 @@ class PartitionLog:
         self.low_off = np.minimum.reduceat(ro[order], gs) if len(gs) else np.zeros(0, np.int64)
         self.max_off = int(ro.max()) if len(ro) else None
         self.max_reader = int(rid[ro == self.max_off].min()) if len(ro) else None
-        self.lost_t = np.zeros(0, np.int64)          # ack times of lost writes (for attribution)
-        self.inc_offsets = np.zeros(0, np.int64)
 
     def offsets(self) -> None:
         """inconsistent-offset, order (partition, offset); duplicate, order (partition, value)."""
@@ -150,7 +150,11 @@ class PartitionLog:
         for g in bad[:k]:
             out.witness("inconsistent-offset", [p, pov_o[gs[g]]], [pov_o[gs[g]]], pov_v[gs[g]:ge[g]],
                         pov_first[gs[g]:ge[g]])
-        self.inc_offsets = pov_o[gs[bad]]
+        # every inconsistent offset and its earliest ack time (-1: none), for the election step
+        inc = pov_o[gs[bad]]
+        ao, at = self.off[self.ack], self.t_done[self.ack]
+        first = np.array([at[ao == o].min() if (ao == o).any() else -1 for o in inc], np.int64)
+        self.out.rows.append({"what": "inconsistent", "offsets": inc.tolist(), "blob": first.tobytes()})
         o2 = np.lexsort((pov_o, pov_v))
         dv, do, df = pov_v[o2], pov_o[o2], pov_first[o2]
         gs, ge = _groups([dv])
@@ -181,7 +185,10 @@ class PartitionLog:
                                    else [])
                 self.out.witness(typ, [self.p, kv[i], kid[i], kpos[i]], [ko[i]] if kho[i] else [], [kv[i]],
                                  wids, extra=extra)
-        self.lost_t = self.t_done[okm][lost]
+        # every lost write (offset -1: none known) and its ack time, for the election step
+        self.out.rows.append({"what": "losses", "offsets": np.where(kho, ko, -1)[lost].tolist(),
+                              "values": kv[lost].tolist(),
+                              "blob": self.t_done[okm][lost].astype(np.int64).tobytes()})
         self.out.rows.append({"what": "stat", "type": "acknowledged", "n": int(len(np.unique(kv)))})
         self.out.rows.append({"what": "stat", "type": "read", "n": int(len(self.read_vals))})
 
@@ -211,12 +218,8 @@ class PartitionLog:
         _polls(self.out, self.ctx, self.run, self.p, self.read, self.off, self.val, self.ids, self.pos,
                self.proc, self.drain, self.known, self.k)
 
-    def attribution(self) -> None:
-        _attribute(self.out, self.ctx, self.run, self.p, self.lost_t, self.inc_offsets,
-                   self.off[self.ack], self.t_done[self.ack])
 
-
-# name -> (method, anomaly types it decides); in order (attribution needs offsets, lost)
+# name -> (method, anomaly types it decides)
 CHECKS: dict[str, tuple[str, tuple[str, ...]]] = {
     "offsets": ("offsets", ("inconsistent-offset", "duplicate")),
     "lost": ("lost", ("lost-write", "unseen")),
@@ -224,9 +227,8 @@ CHECKS: dict[str, tuple[str, tuple[str, ...]]] = {
     "acks": ("acks", ("nonlinearizable-offset", "nonmonotonic-send")),
     "polls": ("polls", ("nonmonotonic-poll", "poll-skip")),
     "lag": ("lag", ()),
-    "attribution": ("attribution", ("unclean-election",)),
 }
-ALL_TYPES = tuple(t for _, ts in CHECKS.values() for t in ts if t != "unclean-election")
+ALL_TYPES = tuple(t for _, ts in CHECKS.values() for t in ts)
 
 
 def analyze_group(key: tuple, t: pa.Table, ctx: Context) -> pa.Table:
@@ -332,19 +334,3 @@ def _polls(out: Out, ctx: Context, run: int, p: int, read: np.ndarray, off: np.n
                          "skipped_count": int(gap[i])}
             out.witness(typ, [p, ids[b], pos[b]], [off[a], off[b]], [val[a], val[b]], [ids[a], ids[b]],
                         extra=extra)
-
-
-def _attribute(out: Out, ctx: Context, run: int, p: int, lost_t: np.ndarray, inc_offsets: np.ndarray,
-               ao: np.ndarray, at: np.ndarray) -> None:
-    """Lost writes (by ack time) and inconsistent offsets (by earliest ack there)
-    to the partition's first unclean election strictly after them."""
-    el = ctx.elections.get((run, p))
-    if el is None:
-        return
-    e_time, e_index = el
-    inc_t = np.array([at[ao == o].min() for o in inc_offsets if (ao == o).any()], np.int64)
-    for typ, times in (("lost", lost_t), ("inc", inc_t)):
-        j = np.searchsorted(e_time, times, side="right")
-        j = j[j < len(e_time)]
-        for e, n in zip(*np.unique(e_index[j], return_counts=True)):
-            out.rows.append({"what": "elect", "type": typ, "key": [int(e)], "n": int(n)})

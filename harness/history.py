@@ -23,12 +23,13 @@ class HistoryWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fresh = not self.path.exists() or self.path.stat().st_size == 0
         self._file = open(self.path, "a", encoding="utf-8")
-        if fresh:
-            self._file.write(json.dumps(header(), separators=(",", ":")) + "\n")
-            self._file.flush()
         self._lock = threading.Lock()
         self._next = 0
         self.start_ns = time.monotonic_ns() if start_ns is None else start_ns
+        if fresh:
+            wall_zero = time.time_ns() - (time.monotonic_ns() - self.start_ns)
+            self._file.write(json.dumps(header(wall_zero), separators=(",", ":")) + "\n")
+            self._file.flush()
 
     def now(self) -> int:
         return time.monotonic_ns() - self.start_ns

@@ -266,7 +266,7 @@ CASES: dict[str, Case] = {
     "duplicate": Case(duplicate, {"duplicate": 1}, False, v_duplicate),
     "nonlinearizable-offset": Case(nonlinearizable, {"nonlinearizable-offset": 1, "unseen": 2}, False,
                                    v_nonlinearizable),
-    "concurrent-sends": Case(concurrent_sends, {"unseen": 2}, True),
+    "concurrent-sends": Case(concurrent_sends, {"unseen": 2}, "unknown"),
     "nonmonotonic-send": Case(nonmonotonic_send, {"nonmonotonic-send": 1, "unseen": 2}, False),
     "nonmonotonic-send-interleaved": Case(interleaved_send, {"nonmonotonic-send": 1}, False),
     "nonmonotonic-poll": Case(nonmonotonic_poll(), {"nonmonotonic-poll": 1}, False),
@@ -281,7 +281,7 @@ CASES: dict[str, Case] = {
     "lost-by-drain": Case(lost_by_drain, {"lost-write": 2}, False, v_lost_drain),
     "read-then-truncated": Case(read_then_truncated,
                                 {"lost-write": 1, "inconsistent-offset": 1, "nonlinearizable-offset": 1}, False),
-    "unseen": Case(unseen, {"unseen": 1}, True),
+    "unseen": Case(unseen, {"unseen": 1}, "unknown"),
     "phantom-write": Case(phantom, {"phantom-write": 1}, False),
     "unclean-election": Case(unclean, {"unclean-election": 1, "lost-write": 1, "inconsistent-offset": 1,
                                        "nonlinearizable-offset": 1}, False, v_unclean),
@@ -332,11 +332,15 @@ def test_engines_agree_exactly(name: str, spark_results: dict[str, Any], tmp_pat
     assert a == b
 
 
-def test_allowed_config_overrides_defaults(tmp_path: Path) -> None:
+def test_unseen_makes_the_verdict_unknown_unless_allowed_by_name(tmp_path: Path) -> None:
     path = unseen().write(tmp_path / "history.jsonl")
-    assert checkers.check(path, {"engine": "reference"}).valid is True
-    strict = checkers.check(path, {"engine": "reference", "allowed": {"unseen": None}})
-    assert strict.valid is False and not strict.anomalies["unseen"]["allowed"]
+    r = checkers.check(path, {"engine": "reference"})
+    assert r.valid == "unknown" and not r.anomalies["unseen"]["allowed"]
+    assert any("never read" in u for u in r.unknown)
+    lenient = checkers.check(path, {"engine": "reference", "allowed": {"unseen": "short smoke run"}})
+    assert lenient.valid is True and lenient.unknown == []
+    no_elr = checkers.check(path, {"engine": "reference", "allowed": {"elr-election": None}})
+    assert not no_elr.anomalies["elr-election"]["allowed"]
     path = nonmonotonic_poll()().write(tmp_path / "h2.jsonl")
     ok = checkers.check(path, {"engine": "reference", "allowed": {"nonmonotonic-poll": "known client bug"}})
     assert ok.valid is True and ok.anomalies["nonmonotonic-poll"]["reason"] == "known client bug"
@@ -356,4 +360,4 @@ def test_summary_lists_every_type(tmp_path: Path) -> None:
     r = checkers.check(unseen().write(tmp_path / "history.jsonl"), {"engine": "reference"})
     s = checkers.summary(r)
     assert [t for t, _, _ in s] == list(ANOMALY_TYPES)
-    assert ("unseen", 1, True) in s
+    assert ("unseen", 1, False) in s

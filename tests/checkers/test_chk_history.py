@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
@@ -15,7 +16,8 @@ def test_writer_starts_with_the_format_header(tmp_path):
     with HistoryWriter(path) as w:
         w.append({"process": 0, "type": "invoke", "f": "poll", "value": None})
     first = json.loads(path.read_text().splitlines()[0])
-    assert first == {HEADER_KEY: FORMAT_VERSION}
+    assert first[HEADER_KEY] == FORMAT_VERSION and set(first) == {HEADER_KEY, "wall_ns_at_zero"}
+    assert abs(first["wall_ns_at_zero"] - time.time_ns()) < 60 * 10**9   # the wall clock at history time 0
     assert history_format(path) == FORMAT_VERSION
     assert [o["f"] for o in read_history(path)] == ["poll"]
     with HistoryWriter(path) as w:          # appending to a history writes no second header

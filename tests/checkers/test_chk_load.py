@@ -186,7 +186,8 @@ def test_write_results_roundtrip(tmp_path: Path) -> None:
     r = checkers.check(small().write(tmp_path / "history.jsonl"), cfg("reference"))
     checkers.write_results(r, tmp_path / "out" / "results.json")
     doc = json.loads((tmp_path / "out" / "results.json").read_text())
-    assert set(doc) == {"valid", "checker", "errors", "anomalies", "unclean_elections", "stats"}
+    assert set(doc) == {"valid", "checker", "errors", "anomalies", "unclean_elections", "stats", "unknown",
+                        "elections", "partition_changes"}
     assert doc["stats"]["ops"]["send"] == {"ok": 1, "fail": 0, "info": 0}
     assert doc["stats"]["acknowledged"] == 2 and doc["stats"]["read"] == 2
     assert doc["stats"]["availability"][0]["second"] == 0

@@ -1,0 +1,218 @@
+"""Kafka's own record of a run: the controller's metadata log and the replicas' logs.
+
+The harness reads both from the nodes before the cluster is removed
+(``harness.records``) and stores them beside the history; this module is
+their reader and the one interpretation of them (docs/design.md, "Kafka's own
+record"). Standard library only.
+
+``metadata.jsonl``: a header ``{"kchaos-metadata": 1, "topic", "topic_id",
+"source", "errors", ...}``, then the run topic's metadata records in log order,
+``{"offset", "wall_ms", "type", "data"}`` with ``data`` the record as Kafka's
+decoder printed it. ``PartitionRecord`` is a partition's whole state;
+``PartitionChangeRecord`` a change to it: ``leader`` -2 means unchanged (any
+other value bumps the leader epoch, as Kafka's ``PartitionRegistration.merge``
+does), -1 no leader; a null ``isr``, ``eligibleLeaderReplicas`` or
+``lastKnownElr`` means unchanged; ``leaderRecoveryState`` 1 marks a leader
+elected uncleanly that is recovering.
+
+``replicas.jsonl``: a header ``{"kchaos-replicas": 1, "topic", ...}``, then one
+line per (node, partition): ``{"node", "broker", "partition",
+"log_start_offset", "log_end_offset", "epochs": [[epoch, start_offset], ...],
+"records": [[offset, value, epoch], ...] | null, "note", "error"}``.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+METADATA_FILE, REPLICAS_FILE = "metadata.jsonl", "replicas.jsonl"
+NO_LEADER, NO_LEADER_CHANGE = -1, -2
+RECOVERING = 1
+
+# election kinds of a partition change that sets a leader
+CREATE, FROM_ISR, FROM_ELR, UNCLEAN, LEADERLESS = "create", "isr", "elr", "unclean", "leaderless"
+
+
+@dataclass
+class Replica:
+    """One replica's log as read from its data files at the end of the run."""
+
+    node: str
+    partition: int
+    log_start_offset: int | None
+    log_end_offset: int | None
+    epochs: list[tuple[int, int]]
+    by_value: dict[int, int] | None          # value -> lowest offset it is at; None when not read
+    note: str | None = None
+
+
+@dataclass
+class RunRecords:
+    """What Kafka recorded of one run; either part may be missing (then ``notes`` say why)."""
+
+    changes: list[dict[str, Any]] | None = None        # partition states after each record, in log order
+    replicas: dict[int, list[Replica]] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def has_metadata(self) -> bool:
+        return self.changes is not None
+
+    def epoch_starts(self, partition: int) -> dict[int, int]:
+        """Leader epoch -> its start offset (the new leader's log end when it was
+        elected), from every replica's epoch checkpoint."""
+        out: dict[int, int] = {}
+        for r in self.replicas.get(partition, []):
+            for epoch, start in r.epochs:
+                out[epoch] = min(start, out.get(epoch, start))
+        return out
+
+
+def _ids(x: Any) -> list[int] | None:
+    return None if x is None else [int(b) for b in x]
+
+
+def fold_changes(records: list[dict[str, Any]], wall_ns_at_zero: int | None) -> list[dict[str, Any]]:
+    """Each partition's state after every record of it, with the kind of
+    election the record made: ``create`` (the partition's first record),
+    ``isr`` (a new leader from the previous ISR), ``elr`` (from the previous
+    eligible leader replicas, KIP-966: clean by design), ``unclean`` (from
+    outside both), ``leaderless`` (leader lost), or None (no leader change)."""
+    state: dict[int, dict[str, Any]] = {}
+    out = []
+    for rec in records:
+        typ, d = rec.get("type"), rec.get("data") or {}
+        if typ not in ("PartitionRecord", "PartitionChangeRecord"):
+            continue
+        p = int(d["partitionId"])
+        wall_ms = rec.get("wall_ms")
+        time = (None if wall_ns_at_zero is None or wall_ms is None
+                else int(wall_ms) * 1_000_000 - int(wall_ns_at_zero))
+        prev = state.get(p)
+        if typ == "PartitionRecord" or prev is None:
+            leader = int(d.get("leader", NO_LEADER))
+            new = {"leader": None if leader < 0 else leader, "leader_epoch": int(d.get("leaderEpoch", 0)),
+                   "isr": _ids(d.get("isr")) or [], "elr": _ids(d.get("eligibleLeaderReplicas")) or [],
+                   "last_known_elr": _ids(d.get("lastKnownElr")) or [],
+                   "replicas": _ids(d.get("replicas")) or [],
+                   "recovering": int(d.get("leaderRecoveryState", 0) or 0) == RECOVERING}
+            kind = CREATE if prev is None else (FROM_ISR if new["leader"] in prev["isr"] else UNCLEAN)
+        else:
+            new = dict(prev)
+            leader = int(d.get("leader", NO_LEADER_CHANGE))
+            kind = None
+            if leader != NO_LEADER_CHANGE:
+                new["leader"] = None if leader == NO_LEADER else leader
+                new["leader_epoch"] = prev["leader_epoch"] + 1
+                if leader == NO_LEADER:
+                    kind = LEADERLESS
+                elif leader in prev["isr"]:
+                    kind = FROM_ISR
+                elif leader in prev["elr"]:
+                    kind = FROM_ELR
+                else:
+                    kind = UNCLEAN
+            for key, name in (("isr", "isr"), ("elr", "eligibleLeaderReplicas"),
+                              ("last_known_elr", "lastKnownElr"), ("replicas", "replicas")):
+                if d.get(name) is not None:
+                    new[key] = _ids(d[name])
+            lrs = d.get("leaderRecoveryState", -1)
+            if lrs is not None and int(lrs) >= 0:
+                new["recovering"] = int(lrs) == RECOVERING
+        state[p] = new
+        out.append({"partition": p, "offset": rec.get("offset"), "time": time, "wall_ms": wall_ms, "kind": kind,
+                    "previous_leader": None if prev is None else prev["leader"],
+                    "previous_isr": None if prev is None else prev["isr"],
+                    "previous_elr": None if prev is None else prev["elr"], **new})
+    return out
+
+
+def elections(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The changes that elected a leader (not creation, not leader loss)."""
+    return [c for c in changes if c["kind"] in (FROM_ISR, FROM_ELR, UNCLEAN)]
+
+
+def _read_jsonl(path: Path, header_key: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    head: dict[str, Any] = {}
+    rows = []
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        for n, line in enumerate(fh):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError:
+                log.warning("%s:%d: ignoring an unreadable line", path, n + 1)
+                continue
+            if n == 0 and isinstance(obj, dict) and header_key in obj:
+                head = obj
+            elif isinstance(obj, dict):
+                rows.append(obj)
+    return head, rows
+
+
+def load_records(run_dir: Path, wall_ns_at_zero: int | None) -> RunRecords:
+    """The records stored in ``run_dir``; missing or unreadable parts are noted,
+    never raised (the checkers then fall back on the sampler's view)."""
+    run_dir = Path(run_dir)
+    rr = RunRecords()
+    meta = run_dir / METADATA_FILE
+    if not meta.exists():
+        rr.notes.append("no metadata log was stored: elections come from the sampler's view (gaps, no ELR)")
+    else:
+        try:
+            head, rows = _read_jsonl(meta, "kchaos-metadata")
+            if not any(r.get("type") == "PartitionRecord" for r in rows):
+                rr.notes.append("the stored metadata log has no record of the topic's partitions: "
+                                "elections come from the sampler's view")
+            else:
+                rr.changes = fold_changes(rows, wall_ns_at_zero)
+                if wall_ns_at_zero is None:
+                    rr.notes.append("the history has no wall clock at time 0: elections have no run time, "
+                                    "so lost writes cannot be attributed to them")
+            for node, err in (head.get("errors") or {}).items():
+                rr.notes.append(f"metadata log of {node}: {err}")
+        except (OSError, KeyError, ValueError, TypeError) as e:
+            rr.notes.append(f"metadata log unreadable ({type(e).__name__}: {e}): "
+                            "elections come from the sampler's view")
+            rr.changes = None
+    rep = run_dir / REPLICAS_FILE
+    if rep.exists():
+        try:
+            _, rows = _read_jsonl(rep, "kchaos-replicas")
+            for r in rows:
+                if r.get("error"):
+                    rr.notes.append(f"replica {r.get('node')} partition {r.get('partition')}: {r['error']}")
+                    continue
+                recs = r.get("records")
+                by_value = None
+                if recs is not None:
+                    by_value = {}
+                    for off, val, _ in recs:
+                        if val is not None and (val not in by_value or off < by_value[val]):
+                            by_value[int(val)] = int(off)
+                rr.replicas.setdefault(int(r["partition"]), []).append(Replica(
+                    node=str(r["node"]), partition=int(r["partition"]),
+                    log_start_offset=r.get("log_start_offset"), log_end_offset=r.get("log_end_offset"),
+                    epochs=[(int(e), int(s)) for e, s in r.get("epochs") or []], by_value=by_value,
+                    note=r.get("note")))
+        except (OSError, KeyError, ValueError, TypeError) as e:
+            rr.notes.append(f"replica listings unreadable ({type(e).__name__}: {e})")
+    return rr
+
+
+def presence(rr: RunRecords, partition: int, value: int) -> dict[str, Any]:
+    """Where a value is in the replicas' logs: node -> offset, or "absent",
+    or "not read" (the listing was over its size limit or missing)."""
+    out: dict[str, Any] = {}
+    for r in sorted(rr.replicas.get(partition, []), key=lambda r: r.node):
+        if r.by_value is None:
+            out[r.node] = "not read"
+        else:
+            out[r.node] = r.by_value.get(value, "absent")
+    return out
