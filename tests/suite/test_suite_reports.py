@@ -7,6 +7,7 @@ import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
 from pathlib import Path
 
+from checkers.result import ANOMALY_TYPES
 from harness.suite import SuiteRun
 from harness.suite_config import expand, parse
 from reports.suite import load_earlier, suite_junit, write_suite_reports
@@ -126,13 +127,14 @@ def test_aggregate_junit_one_testsuite_per_run_with_counts(tmp_path):
         return {p.get("name"): p.get("value") for p in el.iter("property")}
 
     valid, invalid, unknown, error, skipped = suites
-    assert counts(valid) == (10, 0, 0, 0)
-    assert counts(invalid) == (10, 2, 0, 0)
+    n = len(ANOMALY_TYPES)
+    assert counts(valid) == (n, 0, 0, 0)
+    assert counts(invalid) == (n, 2, 0, 0)
     assert {tc.get("name") for tc in invalid.findall("testcase") if tc.find("failure") is not None} == \
         {"lost-write", "inconsistent-offset"}
-    assert counts(unknown) == (10, 0, 10, 0)
+    assert counts(unknown) == (n, 0, n, 0)
     assert "<b>boom</b>" in unknown.find("testcase/error").text  # checker errors carried, as text
-    assert counts(error) == (11, 0, 11, 0)  # no results: every type unknown, plus the harness error
+    assert counts(error) == (n + 1, 0, n + 1, 0)  # no results: every type unknown, plus the harness error
     run_case = [tc for tc in error.findall("testcase") if tc.get("name") == "run"][0]
     assert run_case.find("error").get("message").startswith("ClusterError")
     assert counts(skipped) == (1, 0, 0, 1) and "time budget" in skipped.find("testcase/skipped").get("message")
@@ -140,7 +142,7 @@ def test_aggregate_junit_one_testsuite_per_run_with_counts(tmp_path):
     assert props(invalid)["outcome"] == "invalid" and props(invalid)["verdict"] == "invalid"
     assert float(valid.get("time")) == 60.0
     assert counts(root) == tuple(sum(c) for c in zip(*map(counts, suites)))
-    assert counts(root) == (42, 2, 21, 1)
+    assert counts(root) == (4 * n + 2, 2, 2 * n + 1, 1)
 
 
 def test_reports_render_from_run_folders_made_elsewhere(tmp_path):
@@ -162,5 +164,5 @@ def test_reports_render_from_run_folders_made_elsewhere(tmp_path):
     assert idx.rows[0]["report"] == "../../../x-a/t1/report.html" and idx.rows[1]["report"] is None
     assert 'data-verdict="running"' in (suite_dir / "index.html").read_text()
     root = ET.fromstring(suite_junit(suite_dir, data))
-    assert len(root.findall("testsuite")) == 3 and root.get("tests") == str(10 + 11 + 1)
+    assert len(root.findall("testsuite")) == 3 and root.get("tests") == str(len(ANOMALY_TYPES) * 2 + 2)
     assert good.is_dir()
