@@ -210,11 +210,18 @@ def _derive_elections(samples: list[tuple[float, dict[str, Any]]]) -> list[dict[
     return unclean_elections(rows)
 
 
-def leaders_plot(d: Digest, tl: FaultTimeline, elections: list[dict[str, Any]], derived: bool) -> Plot:
+# clean elections from results.json's election list, drawn as small markers (unclean ones are stars)
+CLEAN_KINDS = {"elr": ("D", "#f08c00", "ELR election (clean, KIP-966)"), "isr": ("o", "#2f9e44", "election from ISR")}
+
+
+def leaders_plot(d: Digest, tl: FaultTimeline, elections: list[dict[str, Any]], derived: bool,
+                 clean: list[dict[str, Any]] | None = None) -> Plot:
     title = "Leader and ISR per partition"
     caption = ("From the metadata samples: bars show each broker's ISR membership, the dark line the "
                "partition leader; red stars mark unclean elections"
-               + (" (derived from the samples: results.json is missing)" if derived else "") + ".")
+               + (" (derived from the samples: results.json is missing)" if derived else "")
+               + ("; orange diamonds ELR elections, green dots elections from the ISR" if clean else "") + ".")
+    clean = [e for e in (clean or []) if isinstance(e.get("kind"), str) and e["kind"] in CLEAN_KINDS]
     if not d.samples:
         return Plot("leaders", title, caption, None, "No metadata samples (f \"sample\") in the history.")
     series: dict[Any, list[tuple[float, Any, list[Any]]]] = {}
@@ -274,6 +281,13 @@ def leaders_plot(d: Digest, tl: FaultTimeline, elections: list[dict[str, Any]], 
                 if isinstance(to, (int, float)):
                     ax.scatter([t], [to], marker="*", s=140, color="#e03131", edgecolors="white",
                                lw=0.6, zorder=5)
+        for kind, (marker, color, _) in CLEAN_KINDS.items():
+            pts = [(e["time"] / 1e9 - d.origin, e["to_leader"]) for e in clean
+                   if e.get("kind") == kind and as_partition(e.get("partition")) == p
+                   and isinstance(e.get("time"), (int, float)) and isinstance(e.get("to_leader"), (int, float))]
+            if pts:
+                ax.scatter([x for x, _ in pts], [y for _, y in pts], marker=marker, s=36, color=color,
+                           edgecolors="white", lw=0.5, zorder=4, gid=MARKER)
         shade(ax, tl, d.origin)
         ax.set_yticks(brokers)
         ax.set_yticklabels([f"n{b}" for b in brokers])
@@ -284,12 +298,16 @@ def leaders_plot(d: Digest, tl: FaultTimeline, elections: list[dict[str, Any]], 
     axis = time_axis(list(axes), d)
     handles = [Patch(facecolor="#a5d8ff", label="in ISR"), Line2D([], [], color="#212529", lw=2, label="leader"),
                Line2D([], [], marker="*", ls="", color="#e03131", markersize=11, label="unclean election")]
+    kinds = {e.get("kind") for e in clean}
+    handles += [Line2D([], [], marker=m, ls="", color=c, label=lbl) for k, (m, c, lbl) in CLEAN_KINDS.items()
+                if k in kinds]
     legend(axes[0], handles + fault_handles(tl), ncol=8)
     return Plot("leaders", title, caption + origin_note(d.origin), png(fig), **axis)
 
 
 def make_plots(d: Digest, tl: FaultTimeline, anomalies: dict[str, list[dict[str, Any]]],
-               elections: list[dict[str, Any]] | None, availability: list[dict[str, Any]] | None) -> list[Plot]:
+               elections: list[dict[str, Any]] | None, availability: list[dict[str, Any]] | None,
+               all_elections: list[dict[str, Any]] | None = None) -> list[Plot]:
     derived = elections is None
     if elections is None:
         elections = _derive_elections(d.samples)
@@ -298,7 +316,7 @@ def make_plots(d: Digest, tl: FaultTimeline, anomalies: dict[str, list[dict[str,
         for name, fn in (("throughput", lambda: throughput_plot(d, tl, availability)),
                          ("latency", lambda: latency_plot(d, tl)),
                          ("offsets", lambda: offsets_plot(d, tl, anomalies, elections)),
-                         ("leaders", lambda: leaders_plot(d, tl, elections, derived))):
+                         ("leaders", lambda: leaders_plot(d, tl, elections, derived, all_elections))):
             try:
                 plots.append(fn())
             except Exception as e:  # a plot must never sink the report

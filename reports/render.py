@@ -11,6 +11,7 @@ from typing import Any
 import jinja2
 
 from .digest import digest
+from .elections import RECORD_KEYS, all_elections, elections_context, witness_record
 from .faults import fault_timeline
 from .junit import junit_xml
 from .load import RunData, load_run, node_logs
@@ -69,6 +70,15 @@ def _config_rows(config: dict[str, Any]) -> list[tuple[str, str]]:
     return [(jtext(k, 80), jtext(v, 2000)) for k, v in config.items()]
 
 
+def _witness(w: dict[str, Any], origin: float) -> dict[str, Any]:
+    """A witness's view plus, for lost writes, Kafka's record of it (``record``)."""
+    view = witness_view(w)
+    view["record"] = witness_record(w, origin)
+    if view["record"] is not None:
+        view["extra"] = {k: v for k, v in view["extra"].items() if k not in RECORD_KEYS}
+    return view
+
+
 def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
     d = digest(run.ops)
     tl = fault_timeline(run.ops)
@@ -81,7 +91,8 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
         by_type = {a.type: a.witnesses for a in rows}
         avail = stats.get("availability") if isinstance(stats.get("availability"), list) else None
         plot_list = make_plots(d, tl, by_type, elections if run.results is not None else None,
-                               [a for a in (avail or []) if isinstance(a, dict)] or None)
+                               [a for a in (avail or []) if isinstance(a, dict)] or None,
+                               all_elections(run.results))
 
     anomalies = []
     for a in rows:
@@ -96,16 +107,17 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
             "present": a.present,
             "checked": run.results is not None and a.present and not a.error,
             "error": a.error,
-            "witnesses": [witness_view(w) for w in a.witnesses[:MAX_WITNESSES_SHOWN]],
+            "witnesses": [_witness(w, d.origin) for w in a.witnesses[:MAX_WITNESSES_SHOWN]],
             "more_witnesses": max(0, a.count - min(len(a.witnesses), MAX_WITNESSES_SHOWN)),
         })
     ue_rows = []
     known = ("partition", "time", "index", "from_leader", "to_leader", "epoch", "last_isr",
-             "lost_writes", "inconsistent_offsets")
+             "lost_writes", "inconsistent_offsets", "kind", "offset", "last_elr", "isr", "elr")
     for e in elections:
         ue_rows.append({
             "partition": jtext(e.get("partition"), 40), "time": secs(e.get("time")),
-            "index": jtext(e.get("index"), 20),
+            "index": jtext(e.get("index"), 20), "offset": jtext(e.get("offset"), 20),
+            "last_elr": jtext(e.get("last_elr"), 100),
             "from": jtext(e.get("from_leader"), 40), "to": jtext(e.get("to_leader"), 40),
             "epoch": jtext(e.get("epoch"), 20), "last_isr": jtext(e.get("last_isr"), 100),
             "lost": jtext(e.get("lost_writes"), 20), "inconsistent": jtext(e.get("inconsistent_offsets"), 20),
@@ -134,16 +146,21 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
     if isinstance(checker, dict) and checker:
         summary.append(("checker", jtext(checker, 200)))
     verdict = run.verdict
+    ctx_el = elections_context(run.results, stats, d.origin)
     failing = [a for a in anomalies if a["failing"]]
     if verdict == "valid":
         headline = "No anomaly outside the allowed ones was found."
     elif verdict == "invalid":
         headline = ("Anomalies found: " + ", ".join(f"{a['count']} {a['type']}" for a in failing)) if failing \
             else "The checkers marked this run invalid."
+    elif ctx_el["unknown_reasons"]:
+        headline = "The verdict is unknown:"
     else:
         headline = "The checkers gave no verdict" + (": see the checker errors below." if run.errors else ".")
     logs = node_logs(run.run_dir)
     return {
+        **ctx_el,
+        "show_unknown_reasons": verdict == "unknown" and bool(ctx_el["unknown_reasons"]),
         "name": run.name,
         "run_dir": str(run.run_dir.resolve()),
         "verdict": verdict,
