@@ -55,7 +55,8 @@ class RunConfig:
     rate: float = 200.0
     concurrency: int = 8
     recovery: float = 5.0
-    drain_timeout: float = 120.0
+    drain_timeout: float = 120.0    # seconds the final drain of all partitions may take
+    drain_wait: float = 60.0        # seconds to wait before the drain for every partition to be drainable
     sample_interval: float = 0.5
     store: str = "store"
     keep_cluster: bool = False
@@ -107,6 +108,10 @@ def _check_type(where: str, value: Any, default: Any) -> Any:
     return value
 
 
+# What a run adds to its stored config.json besides the config itself.
+STORED_KEYS = ("schedule_digest", "client_settings")
+
+
 def from_dict(data: dict[str, Any], source: str = "config") -> RunConfig:
     top = _fields(RunConfig)
     unknown = sorted(set(data) - set(top))
@@ -147,6 +152,9 @@ def load(path: Path) -> RunConfig:
         data = load_toml(path, "config")
     if not isinstance(data, dict):
         raise UsageError(f"{path}: a config is a table of keys")
+    if path.suffix == ".json":
+        for key in STORED_KEYS:
+            data.pop(key, None)
     return from_dict(data, str(path))
 
 
@@ -175,6 +183,8 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise UsageError(f"rate must be positive, got {cfg.rate:g}")
     if cfg.concurrency < 1:
         raise UsageError(f"concurrency must be at least 1, got {cfg.concurrency}")
+    if not 0 <= cfg.drain_wait < float("inf"):
+        raise UsageError(f"drain_wait must be a finite number of seconds, 0 or more, got {cfg.drain_wait:g}")
     if w.name not in WORKLOADS:
         raise UsageError(f"unknown workload {w.name!r}; valid workloads: {', '.join(WORKLOADS)}")
     if w.mode not in MODES:
@@ -201,22 +211,28 @@ def validate(cfg: RunConfig) -> RunConfig:
     return cfg
 
 
+def offline_client_context(cfg: RunConfig) -> Any:
+    """A worker's client context without a cluster (no bootstrap address)."""
+    from workloads.core import ClientContext
+
+    w = cfg.workload
+    return ClientContext(
+        bootstrap="", topic="kchaos", partitions=w.partitions,
+        producer_config=dict(cfg.producer), consumer_config=dict(cfg.consumer),
+        mode=w.mode, group_id=f"kchaos-{cfg.seed}", op_timeout_s=w.op_timeout,
+        poll_max_messages=w.poll_max_messages, poll_timeout_s=w.poll_timeout)
+
+
 def _validate_client_settings(cfg: RunConfig) -> None:
     """Every [producer] / [consumer] setting, checked by librdkafka itself: the
     clients the workers (and the drain) would build from this config are built
     offline and closed, so a typo costs one line naming the key and exit 64
     before any cluster starts. Mirrors Runner._client_context; the bootstrap
     address is the cluster's and not known yet (check_settings leaves it out)."""
-    from workloads.core import ClientContext, check_settings
+    from workloads.core import check_settings
 
-    w = cfg.workload
-    ctx = ClientContext(
-        bootstrap="", topic="kchaos", partitions=w.partitions,
-        producer_config=dict(cfg.producer), consumer_config=dict(cfg.consumer),
-        mode=w.mode, group_id=f"kchaos-{cfg.seed}", op_timeout_s=w.op_timeout,
-        poll_max_messages=w.poll_max_messages, poll_timeout_s=w.poll_timeout)
     try:
-        check_settings(ctx)
+        check_settings(offline_client_context(cfg))
     except ValueError as exc:
         raise UsageError(str(exc)) from None
 

@@ -23,7 +23,7 @@ from typing import Any, Callable
 from harness import schedule
 from harness.cluster import ClusterHandle, cluster_up, mark_kept, sweep_dead_runs
 from harness.config import RunConfig
-from checkers.history import INFO, INVOKE, NEMESIS, SAMPLER, FaultTracker, NemesisOp
+from checkers.history import INFO, INVOKE, NEMESIS, SAMPLER, SEND, FaultTracker, NemesisOp
 from harness.history import HistoryWriter
 from harness.store import attach_log_file, new_run_dir, write_json
 
@@ -39,12 +39,14 @@ class Interrupted(Exception):
 
 class Recorder:
     """The history writer plus what the console and the final phase need:
-    counts by outcome and each process's outstanding invocation."""
+    counts by outcome, each process's outstanding invocation, and per
+    partition the highest offset a send completion acknowledged."""
 
     def __init__(self, writer: HistoryWriter):
         self.writer = writer
         self.counts: Counter[tuple[str, str]] = Counter()
         self.outstanding: dict[Any, dict] = {}
+        self.max_acked: dict[int, int] = {}
         self._lock = threading.Lock()
 
     def append(self, op: dict) -> dict:
@@ -55,7 +57,16 @@ class Recorder:
             else:
                 self.outstanding.pop(op["process"], None)
                 self.counts[(op["f"], op["type"])] += 1
+                if op["f"] == SEND and isinstance(op.get("value"), list):
+                    self._note_acked(op["value"])
         return op
+
+    def _note_acked(self, messages: list) -> None:
+        # ok and info send completions: a message with an offset was acknowledged there.
+        for m in messages:
+            if isinstance(m, (list, tuple)) and len(m) == 3 and isinstance(m[0], int) and isinstance(m[2], int):
+                if m[2] > self.max_acked.get(m[0], -1):
+                    self.max_acked[m[0]] = m[2]
 
     def complete_outstanding(self, error: str) -> None:
         """An interrupted run still leaves every invocation with a completion."""
@@ -100,6 +111,9 @@ class Runner:
         log_handler = attach_log_file(run_dir)
         cfg_json = cfg.to_json()
         cfg_json["schedule_digest"] = schedule.digest(cfg)
+        from harness.config import offline_client_context
+        from workloads.core import effective_settings
+        cfg_json["client_settings"] = effective_settings(offline_client_context(cfg))
         write_json(run_dir / "config.json", cfg_json)
         self.recorder = Recorder(HistoryWriter(run_dir / "history.jsonl"))
         interrupted = False
@@ -173,7 +187,8 @@ class Runner:
             t.join(timeout=cfg.workload.op_timeout + 30)
 
     def _phase_final(self) -> None:
-        """Heal, restart, wait for leaders, then read every partition to its end."""
+        """Heal, restart, wait until every partition can be drained, then read
+        every partition to its end (docs/design.md, "One run, end to end")."""
         cfg = self.cfg
         kafka = self.cluster.kafka
         self.progress("final phase: healing faults, restarting brokers, draining")
@@ -182,22 +197,33 @@ class Runner:
             for op in final_ops(self.packages):  # HEAL_ORDER first, then scenario packages
                 self._invoke_nemesis(op)
         self._heal_everything(restart_dead=True)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                states = kafka.partition_states(TOPIC)
-                if states and all(s.leader is not None for s in states):
-                    break
-            except Exception as exc:
-                log.info("waiting for leaders: %s", exc)
-            time.sleep(1)
+        from workloads.drain import WatermarkProbe, drain, wait_for_drain
+        max_acked = dict(self.recorder.max_acked)  # the workload is over: no more sends
+        probe = WatermarkProbe(kafka.bootstrap(), TOPIC, cfg.consumer)
+        try:
+            waits = wait_for_drain(lambda: self._drain_states(kafka), probe, max_acked,
+                                   cfg.workload.partitions, cfg.drain_wait)
+        finally:
+            probe.close()
+        first = next(iter(waits.values()), {})
+        log.info("pre-drain wait: %s after %.1fs: %s", "reached" if first.get("reached") else "not reached",
+                 first.get("waited_s", 0.0), {p: w["why"] for p, w in waits.items()})
+        if not first.get("reached", True):
+            self.progress(f"drain wait gave up after {cfg.drain_wait:g}s: {first.get('why')}")
         time.sleep(cfg.recovery)
-        from workloads.drain import drain
         completed = drain(kafka.bootstrap(), TOPIC, cfg.workload.partitions, cfg.consumer, self.recorder.append,
-                          cfg.drain_timeout)
+                          cfg.drain_timeout, max_acked=max_acked, wait=waits)
         self.drain_completed = completed
         log.info("drain completed: %s", completed)
         self.sampling_done.set()
+
+    @staticmethod
+    def _drain_states(kafka) -> list:
+        """Leaders and ISRs for the pre-drain wait: the active controller's view
+        when it can be had (another broker's may be stale), else any broker's."""
+        controller = kafka.active_controller()
+        states = kafka.authoritative_partition_states(TOPIC, controller) if controller else None
+        return states if states is not None else kafka.partition_states(TOPIC)
 
     def _teardown(self, interrupted: bool) -> None:
         self.stop.set()
@@ -209,6 +235,11 @@ class Runner:
         if self.cluster is not None:
             if interrupted:
                 self._heal_everything(restart_dead=False)
+            try:  # Kafka's own record (metadata.jsonl, replicas.jsonl), read before the nodes go
+                from harness.records import collect_records
+                collect_records(self.cluster.kafka, self.run_dir, TOPIC, self.cfg.workload.partitions)
+            except Exception as exc:
+                log.warning("reading Kafka's records failed: %s", exc)
             try:
                 self.cluster.kafka.collect_logs(self.run_dir / "nodes")
             except Exception as exc:

@@ -46,6 +46,7 @@ def _stored_config(run_dir: Path) -> tuple[dict[str, Any], Any]:
     if not isinstance(data, dict):
         raise UsageError(f"{path}: not a JSON object")
     digest = data.pop("schedule_digest", None)
+    data.pop("client_settings", None)
     return data, digest
 
 

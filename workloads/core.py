@@ -139,6 +139,15 @@ def consumer_settings(ctx: ClientContext) -> dict[str, Any]:
     return conf
 
 
+def effective_settings(ctx: ClientContext) -> dict[str, dict[str, Any]]:
+    """The producer and consumer settings the workers use (defaults merged with
+    the config), without the per-process and per-cluster ones: stored with the
+    run so the checkers can tell which anomalies the settings allow."""
+    drop = {"logger", "bootstrap.servers", "client.id", "group.id"}
+    return {"producer": {k: v for k, v in producer_settings(ctx).items() if k not in drop},
+            "consumer": {k: v for k, v in consumer_settings(ctx).items() if k not in drop}}
+
+
 def check_settings(ctx: ClientContext) -> None:
     """Build, offline, the clients ``ctx``'s workers would (producer, consumer
     and drain consumer, from ``producer_settings`` / ``consumer_settings`` /

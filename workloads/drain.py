@@ -1,22 +1,40 @@
 """The final drain: read every partition from its start to its end.
 
-For each partition a fresh consumer (its own throwaway group, no commits)
-asks the partition's high watermark at drain start, assigns itself the
-partition from the beginning and consumes until its position reaches that
-watermark. Every batch read is recorded as one poll op of process
-``process_base + partition``::
+Before it, the runner waits (``wait_for_drain``, at most ``drain_wait`` s)
+until every partition is ready to be drained (``drain_ready``): it has a
+leader, and either its high watermark covers the highest offset any client
+saw acknowledged on it, or every replica is back in its ISR. Then, for each
+partition, a fresh consumer (its own throwaway group, no commits) asks the
+partition's log start offset and high watermark at drain start, assigns
+itself the partition from the beginning and consumes until its position
+reaches that watermark. Every batch read is recorded as one poll op of
+process ``process_base + partition``::
 
     {"process": q, "type": "invoke", "f": "poll", "drain": True, "value": None}
     {"process": q, "type": "ok", "f": "poll", "drain": True,
-     "value": {"<p>": [[offset, value], ...]}}
+     "value": {"<p>": [[offset, value], ...]},
+     "watermarks": {"log_start": 0, "high": 120, "max_acked": 117},
+     "end": 120,
+     "wait": {"waited_s": 0.4, "reached": True,
+              "why": "high watermark 120 >= 118 (acknowledged up to offset 117)"}}
+
+Every drain completion carries ``watermarks`` (measured at drain start; the
+log start and high watermark are null when they could not be had;
+``max_acked`` is null when no write to the partition was acknowledged),
+``end`` (the offset the drain had read the partition up to, exclusive, when
+the op completed; null when nothing could be read) and, when the runner
+waited, ``wait`` (the pre-drain wait, the same for every op of a partition).
 
 An op completes ``ok`` when its call returned messages, or with
 ``{"<p>": []}`` when the partition turned out to be fully read (so an empty
 partition is recorded as drained too). Consumer errors and empty fetches are
-retried inside the op. When the timeout ends the drain of a partition before
-its end, that partition's last op is an ``info`` completion with value null
-and the reason in ``error`` (an outstanding op, or a new invoke/info pair), so
-a partition that did not complete always has a non-ok drain op in the history.
+retried inside the op. Whenever the drain of a partition ends before its
+position reaches the high watermark taken at drain start (the timeout, no
+watermark, no leader, any error), that partition's last op is an ``info``
+completion with value null and the reason in ``error`` (an outstanding op,
+or a new invoke/info pair), so a partition that did not complete always has
+a non-ok drain op, and a partition whose last drain op is ``ok`` was read to
+its recorded ``watermarks.high``.
 """
 from __future__ import annotations
 
@@ -24,7 +42,7 @@ import logging
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -38,6 +56,8 @@ log = logging.getLogger(__name__)
 DRAIN_PROCESS_BASE = 1_000_000
 
 Record = Callable[[dict], dict]
+#: (log start offset, high watermark) of a partition, or None when unknown.
+Watermark = tuple[int, int] | None
 
 
 def drain_settings(bootstrap: str, consumer_config: dict | None, partition: int) -> dict[str, Any]:
@@ -55,30 +75,146 @@ def drain_settings(bootstrap: str, consumer_config: dict | None, partition: int)
     return conf
 
 
+# -- before the drain: is every partition ready? ---------------------------------------
+def _acked_text(m: int | None) -> str:
+    return "no acknowledged write" if m is None else f"acknowledged up to offset {m}"
+
+
+def partition_ready(state: Any, watermark: Watermark, max_acked: int | None) -> tuple[bool, str]:
+    """One partition: (ready, why). ``state`` has ``leader`` (None: no leader),
+    ``isr`` and ``replicas`` (broker.cluster.PartitionState, or any object
+    with those attributes), or is None when the metadata did not list it.
+    Ready: a leader, and the high watermark >= 1 + ``max_acked`` (the highest
+    offset a client saw acknowledged, None for none), or every replica in ISR."""
+    if state is None:
+        return False, "not in the metadata"
+    if state.leader is None:
+        return False, "has no leader"
+    high = None if watermark is None else watermark[1]
+    if high is not None and (max_acked is None or high >= max_acked + 1):
+        if max_acked is None:
+            return True, f"high watermark {high}, no acknowledged write"
+        return True, f"high watermark {high} >= {max_acked + 1} ({_acked_text(max_acked)})"
+    isr, replicas = set(state.isr or ()), set(state.replicas or ())
+    if replicas and replicas <= isr:
+        return True, "all replicas in ISR"
+    hw = "high watermark unknown" if high is None else f"high watermark {high} < {max_acked + 1}"
+    return False, (f"{hw} ({_acked_text(max_acked)}), ISR {sorted(isr)} of replicas {sorted(replicas)}")
+
+
+def _evaluate(states: Iterable[Any], watermarks: Mapping[int, Watermark], max_acked: Mapping[int, int],
+              partitions: Iterable[int] | None) -> dict[int, tuple[bool, str]]:
+    by_p = {int(s.partition): s for s in states}
+    parts = sorted(by_p) if partitions is None else [int(p) for p in partitions]
+    return {p: partition_ready(by_p.get(p), watermarks.get(p), max_acked.get(p)) for p in parts}
+
+
+def drain_ready(states: Iterable[Any], watermarks: Mapping[int, Watermark], max_acked: Mapping[int, int],
+                partitions: Iterable[int] | None = None) -> tuple[bool, dict[int, str]]:
+    """Every partition ready to be drained (``partition_ready``)? Returns
+    (all ready, {partition: why}). ``states`` are the partitions' metadata
+    (objects with ``partition``, ``leader``, ``isr``, ``replicas``);
+    ``watermarks`` maps a partition to (log start, high watermark) or None;
+    ``max_acked`` a partition to its highest acknowledged offset (absent:
+    none); ``partitions`` defaults to those the states name. Pure."""
+    verdicts = _evaluate(states, watermarks, max_acked, partitions)
+    return bool(verdicts) and all(ok for ok, _ in verdicts.values()), {p: why for p, (_, why) in verdicts.items()}
+
+
+def wait_for_drain(states: Callable[[], Iterable[Any]], watermarks: Callable[[list[int]], Mapping[int, Watermark]],
+                   max_acked: Mapping[int, int], partitions: int | Iterable[int], timeout_s: float, *,
+                   interval_s: float = 1.0, clock: Callable[[], float] = time.monotonic,
+                   sleep: Callable[[float], None] = time.sleep) -> dict[int, dict[str, Any]]:
+    """Poll ``states()`` and ``watermarks(partitions)`` until ``drain_ready``
+    holds or ``timeout_s`` has passed (checked at least once). Returns, per
+    partition, the ``wait`` record of its drain ops: ``{"waited_s": float,
+    "reached": bool, "why": str}``; on a timeout ``why`` names every
+    partition that was not ready (and, if it was ready, this partition's own
+    state)."""
+    parts = list(range(partitions)) if isinstance(partitions, int) else [int(p) for p in partitions]
+    start = clock()
+    deadline = start + max(0.0, timeout_s)
+    while True:
+        try:
+            verdicts = _evaluate(list(states()), dict(watermarks(parts)), max_acked, parts)
+        except Exception as exc:  # a broker still coming back: ask again
+            verdicts = {p: (False, f"metadata unavailable ({type(exc).__name__}: {exc})") for p in parts}
+        ready = bool(verdicts) and all(ok for ok, _ in verdicts.values())
+        if ready or clock() >= deadline:
+            break
+        sleep(max(0.0, min(interval_s, deadline - clock())))
+    waited = round(clock() - start, 3)
+    if ready:
+        return {p: {"waited_s": waited, "reached": True, "why": why} for p, (_, why) in verdicts.items()}
+    summary = "timeout: " + "; ".join(f"partition {p} {why}" for p, (ok, why) in verdicts.items() if not ok)
+    return {p: {"waited_s": waited, "reached": False, "why": summary if not ok else f"{summary} (partition {p}: {why})"}
+            for p, (ok, why) in verdicts.items()}
+
+
+class WatermarkProbe:
+    """One consumer that asks partitions' log start offset and high watermark
+    (the same request the drain makes at its start)."""
+
+    def __init__(self, bootstrap: str, topic: str, consumer_config: dict | None):
+        self.topic = topic
+        self.consumer = Consumer(drain_settings(bootstrap, consumer_config, -1))
+
+    def __call__(self, partitions: Iterable[int], timeout_s: float = 2.0) -> dict[int, Watermark]:
+        out: dict[int, Watermark] = {}
+        for p in partitions:
+            try:
+                low, high = self.consumer.get_watermark_offsets(TopicPartition(self.topic, int(p)),
+                                                                timeout=timeout_s, cached=False)
+                out[int(p)] = (int(low), int(high))
+            except KafkaException as exc:
+                log.debug("watermarks of %s[%d]: %s", self.topic, p, exc)
+                out[int(p)] = None
+        return out
+
+    def close(self) -> None:
+        try:
+            self.consumer.close()
+        except Exception:
+            pass
+
+
+# -- the drain ---------------------------------------------------------------------------
 def drain(bootstrap: str, topic: str, partitions: int | Iterable[int], consumer_config: dict | None,
           record: Record, timeout_s: float, *, process_base: int = DRAIN_PROCESS_BASE,
-          batch: int = 1000, node: str | None = None, max_workers: int = 4) -> dict[int, bool]:
+          batch: int = 1000, node: str | None = None, max_workers: int = 4,
+          max_acked: Mapping[int, int] | None = None,
+          wait: Mapping[int, dict] | None = None) -> dict[int, bool]:
     """Read each partition from its beginning to its high watermark at drain
     start, recording every batch; return {partition: completed}. ``partitions``
     is a count (0..P-1) or the partition numbers. All partitions share one
-    deadline, ``timeout_s`` from now."""
+    deadline, ``timeout_s`` from now. ``max_acked`` (partition -> highest
+    acknowledged offset) and ``wait`` (partition -> ``wait_for_drain`` record)
+    are recorded on every drain completion."""
     parts = list(range(partitions)) if isinstance(partitions, int) else [int(p) for p in partitions]
     deadline = time.monotonic() + timeout_s
     if not parts:
         return {}
+    acked = dict(max_acked or {})
+    waits = dict(wait or {})
     with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(parts))),
                             thread_name_prefix="kchaos-drain") as pool:
         done = pool.map(lambda p: _drain_partition(bootstrap, topic, p, consumer_config, record, deadline,
-                                                   process_base + p, batch, node), parts)
+                                                   process_base + p, batch, node, acked.get(p), waits.get(p)),
+                        parts)
         return dict(zip(parts, done))
 
 
 class _Ops:
-    """Invoke/complete pairs for one drain process."""
+    """Invoke/complete pairs for one drain process; completions carry the
+    partition's ``watermarks``, ``end`` and ``wait``."""
 
-    def __init__(self, record: Record, process: int, node: str | None):
+    def __init__(self, record: Record, process: int, node: str | None, max_acked: int | None,
+                 wait: dict | None):
         self.record, self.process, self.node = record, process, node
         self.open = False
+        self.watermarks: dict[str, int | None] = {"log_start": None, "high": None, "max_acked": max_acked}
+        self.end: int | None = None
+        self.wait = wait
 
     def _op(self, typ: str, value: Any, error: str | None = None) -> dict:
         op = {"process": self.process, "type": typ, "f": "poll", "drain": True, "value": value}
@@ -86,6 +222,11 @@ class _Ops:
             op["error"] = error
         if self.node is not None:
             op["node"] = self.node
+        if typ != "invoke":
+            op["watermarks"] = dict(self.watermarks)
+            op["end"] = self.end
+            if self.wait is not None:
+                op["wait"] = dict(self.wait)
         return op
 
     def invoke(self) -> None:
@@ -100,8 +241,9 @@ class _Ops:
 
 
 def _drain_partition(bootstrap: str, topic: str, p: int, consumer_config: dict | None, record: Record,
-                     deadline: float, process: int, batch: int, node: str | None) -> bool:
-    ops = _Ops(record, process, node)
+                     deadline: float, process: int, batch: int, node: str | None,
+                     max_acked: int | None = None, wait: dict | None = None) -> bool:
+    ops = _Ops(record, process, node, max_acked, wait)
     key = str(p)
     tp = TopicPartition(topic, p)
     high: int | None = None
@@ -121,6 +263,8 @@ def _drain_partition(bootstrap: str, topic: str, p: int, consumer_config: dict |
             ops.complete(INFO, None, f"drain of partition {p} incomplete: no high watermark before the timeout"
                          + (f" ({errors_text(last_errors)})" if last_errors else ""))
             return False
+        ops.watermarks.update(log_start=low, high=high)
+        ops.end = low
         if high <= low:
             ops.complete(OK, {key: []})
             return True
@@ -144,12 +288,13 @@ def _drain_partition(bootstrap: str, topic: str, p: int, consumer_config: dict |
                     position = max(position, m.offset() + 1)
                 elif m.error().code() == KafkaError._PARTITION_EOF:
                     position = max(position, m.offset())
+            ops.end = max(low, position)
             reached = position >= high
             if value.get(key) or reached:
                 ops.complete(OK, {key: value.get(key, [])})
             if reached:
                 return True
-        ops.complete(INFO, None, f"drain of partition {p} incomplete: read to offset {max(position, 0)} "
+        ops.complete(INFO, None, f"drain of partition {p} incomplete: read to offset {max(position, low)} "
                      f"of {high} before the timeout" + (f" ({errors_text(last_errors)})" if last_errors else ""))
         return False
     except Exception as exc:

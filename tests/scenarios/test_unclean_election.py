@@ -32,3 +32,11 @@ def test_unclean_election_scenario_is_invalid_with_a_lost_write_acknowledged_bef
                     if op["f"] == "send" and op["type"] == "ok" and op["time"] < election_time]
     assert acked_before, "a lost write acknowledged before the unclean election"
     assert any(e["lost_writes"] > 0 for e in elections), "the loss is attributed to the election"
+    # Kafka's own record: the controller's metadata log names the election, with its epoch
+    assert results["elections"]["source"] == "metadata-log", results["elections"]["notes"]
+    assert all(e["kind"] == "unclean" and isinstance(e["epoch"], int) for e in elections)
+    for w in lost["witnesses"]:
+        assert w["attribution"] == "epoch" and w["attributed_to"]["epoch"] in {e["epoch"] for e in elections}, w
+        # truncated by the old leader when it came back: on no replica any more
+        assert w["replicas"] and set(w["replicas"].values()) == {"absent"}, w["replicas"]
+    assert results["stats"]["lost_writes_on_replicas"]["absent_everywhere"] == lost["count"]

@@ -1,0 +1,276 @@
+"""Kafka's own record of a run, read from a node's disk with Kafka's own tool.
+
+``DumpLogSegments`` (what ``kafka-dump-log.sh`` runs) is started on the node
+through ``Node.run``, one JVM per call for every segment at once; it only
+reads files, so the broker may be running, paused or dead. Parsing the tool's
+text is pure (``parse_metadata_dump``, ``parse_data_dump``,
+``parse_epoch_checkpoint``) and tested on real captures.
+
+Field semantics (common/metadata/*.json in kafka-metadata 4.3.1):
+- PartitionRecord is a partition's full state: replicas, isr, leader (-1 = no leader),
+  leaderEpoch, partitionEpoch, leaderRecoveryState (0 normal, 1 recovering from an unclean election).
+- PartitionChangeRecord carries only what changed; the decoder leaves unchanged fields out:
+  leader absent (default -2) = no change, -1 = now no leader, else the new leader (and a new leader epoch).
+- isr, replicas, eligibleLeaderReplicas, lastKnownElr: absent/null = unchanged, else the new list.
+- leaderRecoveryState in a change: absent (-1) = unchanged, 0 = elected from the ISR or recovered,
+  1 = elected by unclean election and still recovering. Records carry topicId, never the topic name.
+"""
+from __future__ import annotations
+
+import json
+import posixpath
+import re
+from dataclasses import dataclass, field
+from typing import Iterable, Sequence
+
+from broker.config import DATA_DIR
+from infra.distribution import KAFKA_LIB
+from infra.errors import KchaosError
+from infra.node import Node
+
+METADATA_DIR = f"{DATA_DIR}/__cluster_metadata-0"
+DUMP_MAIN = "org.apache.kafka.tools.DumpLogSegments"
+DUMP_TIMEOUT_S = 300.0
+BYTES_PER_RECORD_CAP = 100  # a partition over max_records * this many bytes is not dumped record by record
+
+KEPT_TYPES = frozenset({
+    "TopicRecord", "PartitionRecord", "PartitionChangeRecord", "RemoveTopicRecord",
+    "RegisterBrokerRecord", "UnregisterBrokerRecord", "BrokerRegistrationChangeRecord",
+    "FenceBrokerRecord", "UnfenceBrokerRecord"})
+
+_DUMPING = re.compile(r"^Dumping (\S+)")
+_BATCH = re.compile(r"^baseOffset: (-?\d+) lastOffset: (-?\d+) count: (\d+) .*?"
+                    r"partitionLeaderEpoch: (-?\d+) .*?CreateTime: (-?\d+)")
+_RECORD = re.compile(r"^\| offset: (\d+) ")
+_PAYLOAD = re.compile(r" payload: (.*)$")
+
+
+class RecordReadError(KchaosError):
+    """Kafka's logs on a node could not be listed, dumped or parsed."""
+
+
+@dataclass
+class MetadataDump:
+    node: str
+    records: list[dict]              # kept records, in log order
+    log_start_offset: int | None     # base offset of the first segment
+    end_offset: int | None           # last batch's lastOffset + 1
+    segments: list[str] = field(default_factory=list)
+    snapshots: list[str] = field(default_factory=list)  # *.checkpoint beside the segments
+
+
+@dataclass
+class ReplicaDump:
+    node: str
+    topic: str
+    partition: int
+    log_start_offset: int | None
+    log_end_offset: int | None
+    epochs: list[list[int]]
+    records: list[list] | None       # [offset, value, leader epoch of its batch]
+    note: str | None = None
+
+
+def type_name(upper: str) -> str:
+    """PARTITION_CHANGE_RECORD -> PartitionChangeRecord."""
+    return "".join(part.capitalize() for part in upper.split("_"))
+
+
+def segment_base(path: str) -> int:
+    return int(posixpath.basename(path).split(".")[0])
+
+
+# -- pure parsers -------------------------------------------------------------------
+def _files(text: str) -> list[tuple[str, list[str]]]:
+    """Split the tool's output by its "Dumping <file>" headers."""
+    out: list[tuple[str, list[str]]] = []
+    for line in text.splitlines():
+        m = _DUMPING.match(line)
+        if m:
+            out.append((m.group(1), []))
+        elif out:
+            out[-1][1].append(line)
+    return out
+
+
+def parse_metadata_dump(text: str, kept: Iterable[str] = KEPT_TYPES) -> list[dict]:
+    """``--cluster-metadata-decoder`` output -> [{offset, wall_ms, type, data}] of the kept types."""
+    kept = frozenset(kept)
+    out: list[dict] = []
+    for _, lines in _files(text):
+        wall_ms = None
+        for line in lines:
+            b = _BATCH.match(line)
+            if b:
+                wall_ms = int(b.group(5))
+                continue
+            r = _RECORD.match(line)
+            p = _PAYLOAD.search(line) if r else None
+            if not p:
+                continue  # control records (LeaderChange, KRaftVersion, Voters) have no payload
+            try:
+                payload = json.loads(p.group(1))
+            except ValueError as exc:
+                raise RecordReadError(f"unparseable metadata record at offset {r.group(1)}: {exc}") from exc
+            kind = type_name(str(payload.get("type", "")))
+            if kind in kept:
+                out.append({"offset": int(r.group(1)), "wall_ms": wall_ms, "type": kind,
+                            "data": payload.get("data", {})})
+    return out
+
+
+def metadata_end_offset(text: str) -> int | None:
+    ends = [int(b.group(2)) + 1 for line in text.splitlines() if (b := _BATCH.match(line))]
+    return max(ends) if ends else None
+
+
+def _value(raw: str):
+    raw = raw.strip()
+    try:
+        return int(raw)
+    except ValueError:
+        return raw
+
+
+def parse_data_dump(text: str) -> dict[str, dict]:
+    """``--print-data-log`` output -> {file: {"base", "batches": [[base, last, epoch]],
+    "records": [[offset, value, epoch]]}} in output order. Values are ints where they parse."""
+    out: dict[str, dict] = {}
+    for path, lines in _files(text):
+        seg = out.setdefault(path, {"base": segment_base(path), "batches": [], "records": []})
+        epoch = None
+        for line in lines:
+            b = _BATCH.match(line)
+            if b:
+                epoch = int(b.group(4))
+                seg["batches"].append([int(b.group(1)), int(b.group(2)), epoch])
+                continue
+            r = _RECORD.match(line)
+            p = _PAYLOAD.search(line) if r else None
+            if p:
+                seg["records"].append([int(r.group(1)), _value(p.group(1)), epoch])
+    return out
+
+
+def parse_epoch_checkpoint(text: str) -> list[list[int]]:
+    """leader-epoch-checkpoint: version, count, then "epoch startOffset" lines."""
+    lines = [l.split() for l in text.splitlines() if l.strip()]
+    if len(lines) < 2:
+        raise RecordReadError(f"leader-epoch-checkpoint too short: {text!r}")
+    entries = [[int(a), int(b)] for a, b in lines[2:]]
+    if len(entries) != int(lines[1][0]):
+        raise RecordReadError(f"leader-epoch-checkpoint says {lines[1][0]} entries, holds {len(entries)}")
+    return entries
+
+
+def combine_segments(segments: Sequence[dict], max_records: int | None) -> tuple[int | None, int | None, list | None, str | None]:
+    """One partition's parsed segments (in base-offset order) -> (log start, log end, records, note)."""
+    batches = [b for s in segments for b in s["batches"]]
+    start = batches[0][0] if batches else (segments[0]["base"] if segments else None)
+    end = batches[-1][1] + 1 if batches else (segments[-1]["base"] if segments else None)
+    records = [r for s in segments for r in s["records"]]
+    if max_records is not None and len(records) > max_records:
+        return start, end, None, f"{len(records)} records, over max_records {max_records}: not kept"
+    return start, end, records, None
+
+
+# -- on the node ----------------------------------------------------------------------
+def _dump_argv(files: Sequence[str], *flags: str) -> list[str]:
+    return ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dlog4j2.level=OFF",
+            "-cp", f"{KAFKA_LIB}/*", DUMP_MAIN, *flags, "--files", ",".join(files)]
+
+
+def _run(node: Node, argv: Sequence[str], what: str, timeout: float = DUMP_TIMEOUT_S) -> str:
+    try:
+        res = node.run(argv, check=False, timeout=timeout)
+    except KchaosError as exc:
+        raise RecordReadError(f"{node.name}: {what}: {exc}") from exc
+    if res.exit != 0:
+        lines = [l.strip() for l in (res.err or res.out).splitlines() if l.strip()]
+        first = next((l for l in lines if "Exception" in l or "rror" in l), lines[-1] if lines else "no output")
+        raise RecordReadError(f"{node.name}: {what} exited {res.exit}: {first[:300]}")
+    return res.out
+
+
+def _list_files(node: Node, dirs: Sequence[str]) -> dict[str, list[tuple[str, int]]]:
+    """{dir: [(file, size)]} for the dirs that exist (missing ones are left out)."""
+    res = node.run(["find", *dirs, "-maxdepth", "1", "-type", "f", "-printf", "%p %s\n"],
+                   check=False, timeout=30)
+    out: dict[str, list[tuple[str, int]]] = {}
+    for line in res.out.splitlines():
+        path, _, size = line.rpartition(" ")
+        if path and size.isdigit():
+            out.setdefault(posixpath.dirname(path), []).append((path, int(size)))
+    if res.exit != 0 and not out and "No such file" not in res.err:
+        raise RecordReadError(f"{node.name}: listing {', '.join(dirs)} failed: {res.err.strip()[:300]}")
+    return {d: sorted(files) for d, files in out.items()}
+
+
+def read_metadata_log(node: Node, metadata_dir: str = METADATA_DIR) -> MetadataDump:
+    """Every kept record of the node's KRaft metadata log, in one JVM."""
+    try:
+        files = _list_files(node, [metadata_dir]).get(metadata_dir, [])
+    except KchaosError as exc:
+        raise RecordReadError(f"{node.name}: listing the metadata log: {exc}") from exc
+    segments = [p for p, _ in files if p.endswith(".log")]
+    snapshots = [posixpath.basename(p) for p, _ in files if p.endswith(".checkpoint")]
+    if not segments:
+        raise RecordReadError(f"{node.name}: no metadata log segments in {metadata_dir}")
+    text = _run(node, _dump_argv(segments, "--cluster-metadata-decoder"), "dumping the metadata log")
+    return MetadataDump(node.name, parse_metadata_dump(text), segment_base(segments[0]),
+                        metadata_end_offset(text), segments, snapshots)
+
+
+def read_replica_logs(node: Node, topic: str, partitions: Iterable[int], max_records: int,
+                      data_dir: str = DATA_DIR) -> dict[int, ReplicaDump]:
+    """Each partition of ``topic`` this node holds a replica of, with one JVM for all of them
+    (a second, without records, for partitions too big to print). Absent partitions are left out."""
+    dirs = {p: f"{data_dir}/{topic}-{p}" for p in partitions}
+    try:
+        listing = _list_files(node, list(dirs.values()))
+    except KchaosError as exc:
+        raise RecordReadError(f"{node.name}: listing {topic}'s partitions: {exc}") from exc
+    held = {p: d for p, d in dirs.items() if d in listing}
+    if not held:
+        return {}
+    epochs_text = ""
+    checkpoints = [f"{d}/leader-epoch-checkpoint" for d in held.values()
+                   if any(f.endswith("/leader-epoch-checkpoint") for f, _ in listing[d])]
+    if checkpoints:
+        epochs_text = node.run(["grep", "-H", "", *checkpoints], check=False, timeout=30).out
+    by_file: dict[str, list[str]] = {}
+    for line in epochs_text.splitlines():
+        path, _, rest = line.partition(":")
+        by_file.setdefault(path, []).append(rest)
+    segs = {p: sorted((f for f, _ in listing[d] if f.endswith(".log")), key=segment_base) for p, d in held.items()}
+    size = {p: sum(s for f, s in listing[d] if f.endswith(".log")) for p, d in held.items()}
+    big = {p for p in held if size[p] > max_records * BYTES_PER_RECORD_CAP}
+    parsed: dict[str, dict] = {}
+    deep = [f for p in held if p not in big for f in segs[p]]
+    if deep:
+        parsed.update(parse_data_dump(_run(node, _dump_argv(deep, "--print-data-log"), f"dumping {topic}")))
+    shallow = [f for p in big for f in segs[p]]
+    if shallow:
+        parsed.update(parse_data_dump(_run(node, _dump_argv(shallow), f"dumping {topic} (batches only)")))
+    out: dict[int, ReplicaDump] = {}
+    for p, d in held.items():
+        cp = f"{d}/leader-epoch-checkpoint"
+        epochs = parse_epoch_checkpoint("\n".join(by_file[cp])) if cp in by_file else []
+        missing = [f for f in segs[p] if f not in parsed]
+        segments = [parsed.get(f) or {"base": segment_base(f), "batches": [], "records": []} for f in segs[p]]
+        start, end, records, note = combine_segments(segments, max_records)
+        if p in big:
+            records = None
+            note = f"log is {size[p]} bytes, over {max_records} x {BYTES_PER_RECORD_CAP}: records not read"
+        if missing:
+            raise RecordReadError(f"{node.name}: the dump lacks {', '.join(missing)}")
+        out[p] = ReplicaDump(node.name, topic, p, start, end, epochs, records, note)
+    return out
+
+
+def read_replica_log(node: Node, topic: str, partition: int, max_records: int,
+                     data_dir: str = DATA_DIR) -> ReplicaDump:
+    dumps = read_replica_logs(node, topic, [partition], max_records, data_dir)
+    if partition not in dumps:
+        raise RecordReadError(f"{node.name}: no replica of {topic}-{partition} in {data_dir}")
+    return dumps[partition]

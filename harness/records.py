@@ -1,0 +1,135 @@
+"""Kafka's own record of a run, kept in the run folder before the cluster goes
+(docs/design.md, "The store"): ``metadata.jsonl`` (the KRaft log's topic and
+partition records) and ``replicas.jsonl`` (every replica's log and epochs).
+
+Read from every node at once through ``broker.records``; a node that cannot be
+read becomes an error entry, never an exception: the run must still end and
+be analysed.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+from broker.cluster import KafkaCluster
+from broker.config import broker_id
+from broker.records import MetadataDump, ReplicaDump, read_metadata_log, read_replica_logs
+from infra.node import parallel
+
+log = logging.getLogger(__name__)
+
+METADATA_FILE = "metadata.jsonl"
+REPLICAS_FILE = "replicas.jsonl"
+TOPIC_TYPES = ("TopicRecord", "PartitionRecord", "PartitionChangeRecord", "RemoveTopicRecord")
+
+
+def _read_node(node, topic: str, partitions: list[int], max_records: int) -> dict[str, Any]:
+    out: dict[str, Any] = {"node": node.name, "metadata": None, "metadata_error": None,
+                           "replicas": {}, "replicas_error": None}
+    try:
+        out["metadata"] = read_metadata_log(node)
+    except Exception as exc:  # a dead or unreachable node: an entry, not a failed teardown
+        out["metadata_error"] = str(exc)
+    try:
+        out["replicas"] = read_replica_logs(node, topic, partitions, max_records)
+    except Exception as exc:
+        out["replicas_error"] = str(exc)
+    return out
+
+
+def topic_id_of(records: list[dict], topic: str) -> str | None:
+    """The id of the newest TopicRecord named ``topic``."""
+    ids = [r["data"].get("topicId") for r in records if r["type"] == "TopicRecord" and r["data"].get("name") == topic]
+    return ids[-1] if ids else None
+
+
+def disagreements(source: MetadataDump, other: MetadataDump) -> str | None:
+    """Where ``other`` differs from ``source`` on the offsets both logs hold."""
+    common = min(source.end_offset or 0, other.end_offset or 0)
+    start = max(source.log_start_offset or 0, other.log_start_offset or 0)
+    a = [(r["offset"], r["type"], r["data"]) for r in source.records if start <= r["offset"] < common]
+    b = [(r["offset"], r["type"], r["data"]) for r in other.records if start <= r["offset"] < common]
+    if a == b:
+        return None
+    for x, y in zip(a + [None], b + [None]):
+        if x != y:
+            return (f"metadata log differs from {source.node}'s below offset {common}: "
+                    f"{source.node} has {x and x[:2]}, {other.node} has {y and y[:2]}")
+    return None
+
+
+def metadata_lines(dumps: dict[str, MetadataDump], errors: dict[str, str], topic: str) -> list[dict]:
+    """Header and topic records of the longest metadata log; disagreements go into ``errors``."""
+    header: dict[str, Any] = {"kchaos-metadata": 1, "topic": topic, "topic_id": None, "source": None,
+                              "records_per_node": {n: len(d.records) for n, d in sorted(dumps.items())},
+                              "end_offset_per_node": {n: d.end_offset for n, d in sorted(dumps.items())},
+                              "log_start_offset": None, "snapshot": False, "errors": errors}
+    if not dumps:
+        return [header]
+    source = max(dumps.values(), key=lambda d: (d.end_offset or 0, len(d.records), d.node))
+    for name, dump in sorted(dumps.items()):
+        if name != source.node and (why := disagreements(source, dump)):
+            errors[name] = why
+    tid = topic_id_of(source.records, topic)
+    header.update(topic_id=tid, source=source.node, log_start_offset=source.log_start_offset,
+                  snapshot=bool(source.snapshots))
+    if source.snapshots:
+        header["snapshots"] = source.snapshots
+    if tid is None:
+        errors.setdefault(source.node, f"no TopicRecord for {topic!r} in {source.node}'s metadata log")
+    body = [{"offset": r["offset"], "wall_ms": r["wall_ms"], "type": r["type"], "data": r["data"]}
+            for r in source.records if tid is not None and r["type"] in TOPIC_TYPES
+            and r["data"].get("topicId") == tid]
+    return [header, *body]
+
+
+def replica_line(node: str, partition: int, dump: ReplicaDump | None, error: str | None) -> dict:
+    return {"node": node, "broker": broker_id(node), "partition": partition,
+            "log_start_offset": dump.log_start_offset if dump else None,
+            "log_end_offset": dump.log_end_offset if dump else None,
+            "epochs": dump.epochs if dump else None, "records": dump.records if dump else None,
+            "note": dump.note if dump else None, "error": error}
+
+
+def _write_jsonl(path: Path, lines: list[dict]) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    with open(tmp, "w") as f:
+        for line in lines:
+            f.write(json.dumps(line, separators=(",", ":")) + "\n")
+    tmp.replace(path)
+
+
+def collect_records(kafka_cluster: KafkaCluster, run_dir: Path, topic: str, partitions: int,
+                    max_records: int = 200_000) -> dict[str, Any]:
+    """Write ``metadata.jsonl`` and ``replicas.jsonl`` into ``run_dir``; return a summary."""
+    t0 = time.monotonic()
+    parts = list(range(partitions))
+    results = parallel(lambda n: _read_node(n, topic, parts, max_records), kafka_cluster.nodes)
+    errors: dict[str, str] = {}
+    dumps: dict[str, MetadataDump] = {}
+    replicas: list[dict] = []
+    for res in results:
+        name = res["node"]
+        if res["metadata"] is not None:
+            dumps[name] = res["metadata"]
+        else:
+            errors[name] = res["metadata_error"]
+        if res["replicas_error"]:
+            replicas += [replica_line(name, p, None, res["replicas_error"]) for p in parts]
+        else:
+            replicas += [replica_line(name, p, d, None) for p, d in sorted(res["replicas"].items())]
+    meta = metadata_lines(dumps, errors, topic)
+    run_dir = Path(run_dir)
+    _write_jsonl(run_dir / METADATA_FILE, meta)
+    _write_jsonl(run_dir / REPLICAS_FILE,
+                 [{"kchaos-replicas": 1, "topic": topic, "max_records": max_records}, *replicas])
+    elapsed = time.monotonic() - t0
+    summary = {"seconds": round(elapsed, 2), "metadata_records": len(meta) - 1, "replicas": len(replicas),
+               "errors": {**errors, **{f"{r['node']}/{r['partition']}": r["error"] for r in replicas if r["error"]}}}
+    log.info("read Kafka's records from %d nodes in %.1fs: %d metadata records, %d replica logs%s",
+             len(kafka_cluster.nodes), elapsed, summary["metadata_records"], len(replicas),
+             f", errors: {summary['errors']}" if summary["errors"] else "")
+    return summary

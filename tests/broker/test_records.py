@@ -1,0 +1,161 @@
+"""Kafka's own record: DumpLogSegments output parsed (real captures from Kafka 4.3.1,
+tests/broker/fixtures/), and read from a real cluster after a leader kill."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from broker.records import (MetadataDump, RecordReadError, combine_segments, metadata_end_offset,
+                            parse_data_dump, parse_epoch_checkpoint, parse_metadata_dump, type_name)
+
+FIXTURES = Path(__file__).parent / "fixtures"
+TOPIC_ID = "7nZyAeh8RaGsm9ZhNG5NkA"
+
+
+def fixture(name: str) -> str:
+    return (FIXTURES / name).read_text()
+
+
+def test_type_names():
+    assert type_name("PARTITION_CHANGE_RECORD") == "PartitionChangeRecord"
+    assert type_name("TOPIC_RECORD") == "TopicRecord"
+
+
+def test_metadata_dump_keeps_topic_partition_and_broker_records_in_log_order():
+    recs = parse_metadata_dump(fixture("metadata_dump.txt"))
+    assert [(r["offset"], r["type"]) for r in recs] == [
+        (10, "RegisterBrokerRecord"), (12, "RegisterBrokerRecord"), (13, "RegisterBrokerRecord"), (31, "TopicRecord"), (34, "PartitionRecord"), (35, "PartitionRecord"),
+        (60, "PartitionChangeRecord"), (61, "PartitionChangeRecord"), (62, "BrokerRegistrationChangeRecord"),
+        (337, "BrokerRegistrationChangeRecord"), (338, "BrokerRegistrationChangeRecord"),
+        (340, "PartitionChangeRecord"), (341, "PartitionChangeRecord"), (635, "PartitionChangeRecord")]
+    by_offset = {r["offset"]: r for r in recs}
+    assert by_offset[31]["data"] == {"name": "probe", "topicId": TOPIC_ID}
+    p0 = by_offset[34]
+    assert p0["wall_ms"] == 1795444310453
+    assert (p0["data"]["partitionId"], p0["data"]["leader"], p0["data"]["leaderEpoch"]) == (0, 1, 0)
+    assert p0["data"]["replicas"] == [1, 2, 3] and p0["data"]["isr"] == [1, 2, 3]
+    # The killed leader (1) replaced by 2; partition 1 only lost 1 from its ISR (no "leader": unchanged).
+    assert by_offset[60]["data"] == {"partitionId": 0, "topicId": TOPIC_ID, "isr": [2, 3], "leader": 2}
+    assert by_offset[60]["wall_ms"] == 1795444321117
+    assert "leader" not in by_offset[61]["data"] and by_offset[61]["data"]["isr"] == [2, 3]
+    assert by_offset[62]["data"]["fenced"] == 1
+    assert by_offset[340]["data"]["isr"] == [1, 2, 3]
+    assert by_offset[635]["data"]["leader"] == 1  # preferred leader back
+    assert by_offset[10]["data"]["brokerId"] == 1
+
+
+def test_metadata_dump_only_the_asked_types_and_end_offset():
+    recs = parse_metadata_dump(fixture("metadata_dump.txt"), kept={"TopicRecord"})
+    assert [r["offset"] for r in recs] == [31]
+    assert metadata_end_offset(fixture("metadata_dump.txt")) == 636
+    assert metadata_end_offset("Dumping /x/00000000000000000000.log\nLog starting offset: 0\n") is None
+
+
+def test_data_dump_splits_files_and_tags_records_with_their_batch_epoch():
+    segs = parse_data_dump(fixture("data_dump.txt"))
+    p0 = segs["/var/lib/kafka/data/probe-0/00000000000000000000.log"]
+    p1 = segs["/var/lib/kafka/data/probe-1/00000000000000000000.log"]
+    assert list(segs) == ["/var/lib/kafka/data/probe-0/00000000000000000000.log",
+                          "/var/lib/kafka/data/probe-1/00000000000000000000.log"]
+    assert p0["base"] == 0
+    assert p0["batches"] == [[0, 49, 0], [50, 79, 1], [80, 82, 1]]
+    assert p0["records"][:3] == [[0, 0, 0], [1, 1, 0], [2, 2, 0]]
+    assert [49, 49, 0] in p0["records"] and [50, 50, 1] in p0["records"]
+    assert p0["records"][-3:] == [[80, 80, 1], [81, 81, 1], [82, 82, 1]]  # "80      " padded values
+    assert p1["batches"] == [[0, 29, 0]] and p1["records"][0] == [0, 100, 0] and p1["records"][-1] == [29, 129, 0]
+    start, end, records, note = combine_segments([p0], max_records=1000)
+    assert (start, end, note) == (0, 83, None) and records == p0["records"]
+
+
+def test_combine_segments_limits_and_empty_logs():
+    segs = parse_data_dump(fixture("data_dump.txt"))
+    p0 = segs["/var/lib/kafka/data/probe-0/00000000000000000000.log"]
+    start, end, records, note = combine_segments([p0], max_records=5)
+    assert (start, end, records) == (0, 83, None) and "over max_records 5" in note
+    empty = parse_data_dump("Dumping /d/t-0/00000000000000000120.log\nLog starting offset: 120\n")
+    assert combine_segments(list(empty.values()), 10) == (120, 120, [], None)
+
+
+def test_leader_epoch_checkpoint():
+    assert parse_epoch_checkpoint(fixture("leader-epoch-checkpoint")) == [[0, 0], [1, 50]]
+    assert parse_epoch_checkpoint("0\n0\n") == []
+    with pytest.raises(RecordReadError):
+        parse_epoch_checkpoint("0\n3\n0 0\n")
+
+
+def test_nodes_disagreeing_on_the_common_prefix_are_reported():
+    from harness.records import metadata_lines
+    recs = parse_metadata_dump(fixture("metadata_dump.txt"))
+    full = MetadataDump("n2", recs, 0, 636)
+    prefix = [r for r in recs if r["offset"] < 62]
+    short = MetadataDump("n1", prefix, 0, 62)
+    errors: dict[str, str] = {}
+    lines = metadata_lines({"n1": short, "n2": full}, errors, "probe")
+    assert lines[0]["source"] == "n2" and lines[0]["topic_id"] == TOPIC_ID and errors == {}
+    assert [l["offset"] for l in lines[1:]] == [31, 34, 35, 60, 61, 340, 341, 635]
+    bad = MetadataDump("n3", prefix[:-1] + [{**prefix[-1], "type": "PartitionRecord"}], 0, 62)
+    metadata_lines({"n3": bad, "n2": full}, errors, "probe")
+    assert "n3" in errors and "offset 62" in errors["n3"]
+
+
+# -- on a real cluster ------------------------------------------------------------------
+def wait_for(predicate, timeout_s: float, what: str):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
+
+
+@pytest.mark.cluster
+def test_collect_records_after_a_leader_kill(heal_cluster, topic_name, tmp_path):
+    from harness.records import collect_records
+    from tests.kafka_io import produce
+    kafka = heal_cluster.kafka
+    kafka.create_topic(topic_name, partitions=2, replication_factor=3, config={"min.insync.replicas": 2})
+    acked = produce(kafka.bootstrap(), topic_name, list(range(300)), partition=0)
+    old = kafka.leaders(topic_name)[0]
+    assert kafka.broker(old).kill()
+    new = wait_for(lambda: (l := kafka.leaders(topic_name)[0]) not in (None, old) and l, 60, "a new leader")
+    wait_for(lambda: old not in kafka.isr(topic_name)[0], 60, "the ISR to drop the killed leader")
+    acked += produce(kafka.bootstrap(), topic_name, list(range(300, 400)), partition=0)
+    assert len(acked) == 400
+    isr = kafka.isr(topic_name)[0]
+
+    summary = collect_records(kafka, tmp_path, topic_name, 2)  # the old leader is still dead
+    assert summary["errors"] == {}
+
+    meta = [json.loads(l) for l in (tmp_path / "metadata.jsonl").read_text().splitlines()]
+    header, body = meta[0], meta[1:]
+    assert header["kchaos-metadata"] == 1 and header["topic"] == topic_name and header["errors"] == {}
+    assert header["snapshot"] is False and header["log_start_offset"] == 0
+    assert all(r["data"].get("topicId") == header["topic_id"] for r in body)
+    created = [r for r in body if r["type"] == "PartitionRecord" and r["data"]["partitionId"] == 0]
+    assert len(created) == 1 and created[0]["data"]["leader"] == old
+    changes = [r for r in body if r["type"] == "PartitionChangeRecord" and r["data"]["partitionId"] == 0]
+    assert any(r["data"].get("leader") == new for r in changes)
+    assert [r["offset"] for r in body] == sorted(r["offset"] for r in body)
+
+    rep = [json.loads(l) for l in (tmp_path / "replicas.jsonl").read_text().splitlines()]
+    assert rep[0] == {"kchaos-replicas": 1, "topic": topic_name, "max_records": 200_000}
+    lines = {(r["node"], r["partition"]): r for r in rep[1:]}
+    assert set(lines) == {(f"n{b}", p) for b in (1, 2, 3) for p in (0, 1)}
+    assert all(r["error"] is None for r in lines.values())
+    for broker in isr:
+        line = lines[(f"n{broker}", 0)]
+        assert line["broker"] == broker and line["log_start_offset"] == 0 and line["log_end_offset"] >= 400
+        held = {o: (v, e) for o, v, e in line["records"]}
+        for _, offset, value in acked:
+            assert held[offset][0] == value, f"n{broker} lacks acknowledged {value} at {offset}"
+        assert {held[o][1] for _, o, v in acked if v < 300} == {0}
+        assert min(held[o][1] for _, o, v in acked if v >= 300) >= 1
+        assert line["epochs"][0] == [0, 0] and len(line["epochs"]) >= 2
+        first_new = min(o for _, o, v in acked if v >= 300)
+        assert any(e >= 1 and start <= first_new for e, start in line["epochs"])
+    dead = lines[(f"n{old}", 0)]  # read from disk although its broker is dead
+    assert {o: v for o, v, _ in dead["records"]} == {o: v for _, o, v in acked if v < 300}
+    assert lines[(f"n{old}", 1)]["records"] == [] and lines[(f"n{old}", 1)]["log_end_offset"] == 0

@@ -1,0 +1,85 @@
+"""The final drain on the real 3-node cluster proves it is complete: before it,
+the wait sees every partition's high watermark cover the acknowledged writes;
+every drain completion records the watermarks, the end it read to and the wait."""
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from checkers.history import read_history
+from harness.history import HistoryWriter
+from harness.runner import Recorder
+from workloads import ClientContext, QueueClient
+from workloads.drain import WatermarkProbe, drain, wait_for_drain
+
+pytestmark = pytest.mark.cluster
+
+P = 3
+
+
+def test_drain_records_watermarks_end_and_wait(kafka_cluster, tmp_path):
+    kafka = kafka_cluster.kafka
+    topic = f"dc-{random.randrange(1 << 30):08x}"
+    kafka.create_topic(topic, partitions=P, replication_factor=3, config={"min.insync.replicas": 2})
+    rec = Recorder(HistoryWriter(tmp_path / "history.jsonl"))
+    client = QueueClient()
+    client.open(ClientContext(bootstrap=kafka.bootstrap(), topic=topic, partitions=P, process=0))
+    rng = random.Random(11)
+    counters = [0] * P
+    try:
+        for _ in range(150):
+            batch = []
+            for _ in range(rng.randint(1, 3)):
+                p = rng.randrange(P - 1)  # partition P-1 gets nothing: an empty partition drains too
+                batch.append([p, counters[p], None])
+                counters[p] += 1
+            rec.append({"process": 0, "type": "invoke", "f": "send", "value": batch})
+            comp = client.invoke({"f": "send", "value": batch})
+            assert comp["type"] == "ok", comp
+            rec.append({"process": 0, **comp})
+    finally:
+        client.close()
+    acked = {(p, off): v for o in read_history(tmp_path / "history.jsonl")
+             if o["f"] == "send" and o["type"] == "ok" for p, v, off in o["value"]}
+    want_max = {p: max(off for (q, off) in acked if q == p) for p in range(P - 1)}
+    assert rec.max_acked == want_max and P - 1 not in rec.max_acked
+
+    probe = WatermarkProbe(kafka.bootstrap(), topic, None)
+    try:
+        waits = wait_for_drain(lambda: kafka.partition_states(topic), probe, dict(rec.max_acked), P, 30)
+    finally:
+        probe.close()
+    assert all(w["reached"] for w in waits.values()), waits
+    for p in range(P - 1):
+        assert waits[p]["why"] == (f"high watermark {want_max[p] + 1} >= {want_max[p] + 1} "
+                                   f"(acknowledged up to offset {want_max[p]})"), waits[p]
+    assert waits[P - 1]["why"] == "high watermark 0, no acknowledged write"
+    assert 0 <= waits[0]["waited_s"] < 30
+
+    done = drain(kafka.bootstrap(), topic, P, None, rec.append, 60, batch=50,
+                 max_acked=dict(rec.max_acked), wait=waits)
+    rec.writer.close()
+    assert done == {p: True for p in range(P)}
+
+    ops = list(read_history(tmp_path / "history.jsonl"))
+    drains = [o for o in ops if o.get("drain") and o["type"] != "invoke"]
+    read: dict[tuple[int, int], int] = {}
+    for p in range(P):
+        mine = [o for o in drains if o["process"] == 1_000_000 + p]
+        assert mine and all(o["type"] == "ok" for o in mine), mine[-1:]
+        m = want_max.get(p)
+        for o in mine:
+            wm = o["watermarks"]
+            assert wm == {"log_start": 0, "high": (m + 1 if m is not None else 0), "max_acked": m}
+            assert wm["high"] >= (m if m is not None else -1) + 1
+            assert o["wait"] == waits[p]
+        last = mine[-1]
+        assert last["end"] == last["watermarks"]["high"]
+        ends = [o["end"] for o in mine]
+        assert ends == sorted(ends)                  # each op says how far the drain had read
+        for o in mine:
+            for off, v in o["value"][str(p)]:
+                assert off < o["end"]
+                read[(p, off)] = v
+    assert read == acked
