@@ -2,26 +2,57 @@
 
 The simulation keeps one log per partition. A send takes effect at its
 completion (inside its invoke-completion interval, so offsets are linearizable);
-info sends take effect or not at random; fail sends never do. Assign-mode
-consumers read contiguously from their position, and a partition they did not
-hold before starts at 0, so every offset below a read offset was read by
-someone (no lost writes in a correct history). Subscribe-mode consumers may be
-rewound (rebalances), which is allowed. A poll that ends in info crashes its
-process: a new process number takes over, as the runner does. Samples only
-ever move leadership inside the ISR. The final drain (optional) reads every
-partition from 0 to its end.
+info sends take effect or not at random; fail sends never do. With ``mixed``,
+an info send of several messages may have mixed outcomes (``outcomes``): its
+acknowledged messages carry offsets (acks, as for ok sends), its "info" ones
+may or may not have landed, its "fail" ones did not. Assign-mode consumers
+read contiguously from their position, and a partition they did not hold
+before starts at its log start, so every offset from the log start up to a
+read offset was read by someone (no lost writes in a correct history).
+Subscribe-mode consumers may be rewound (rebalances), which is allowed. A poll
+that ends in info crashes its process: a new process number takes over, as
+the runner does. The final drain (optional) reads every partition from its log
+start to its end, one process per partition as ``workloads/drain.py`` does;
+with ``drain_info`` it stops short and its last op is ``info``.
+
+``retention``: each partition starts with a few values a warm-up writer
+outside the history wrote (never acknowledged in it), and retention events move
+the log start past a prefix that holds no acknowledged value and that every
+consumer holding the partition has read past (so reads start above 0, and
+nothing acknowledged is deleted).
+
+``meta``: the run also has Kafka's own record (``SimRun.metadata``,
+``SimRun.replicas``): the controller's metadata log of the topic (a
+``PartitionRecord`` per partition, then ``PartitionChangeRecord``s for ISR
+shrinks and expansions and for clean elections from the ISR) and each
+replica's log with its leader epoch checkpoint. With ``elr`` it also has
+KIP-966 cycles: the ISR shrinks to the leader (the others become eligible
+leader replicas), the leader is fenced (ISR empty, leader -1), a member of the
+ELR is elected, the ISR expands again; all at one step, as acks=all writes are
+refused while the ISR is below min.insync.replicas. Samples then report the
+record's leader, ISR and epoch. Every replica holds the one log (nothing
+acknowledged is ever truncated in a correct run).
 """
 from __future__ import annotations
 
+import copy
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from hypothesis import strategies as st
 
+from checkers.records import Replica, RunRecords, fold_changes
+
 Op = dict[str, Any]
 MS = 1_000_000
 FRESH = 1_000_000_000   # values no simulated send ever writes
+WARMUP = 2_000_000_000  # values of the warm-up writer (retention)
+W0 = 1_700_000_000_000 * MS   # wall clock (ns) at history time 0
+BROKERS = [1, 2, 3]
+MIN_ISR = 2
+TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"
+DRAIN_BASE = 10_000     # drain process of partition q: DRAIN_BASE + q
 
 
 @dataclass(frozen=True)
@@ -34,15 +65,100 @@ class Params:
     drain: bool
     p_fail: float
     p_info: float
+    mixed: bool = False       # info sends may have mixed per-message outcomes
+    retention: bool = False   # the log start moves (reads start above 0)
+    drain_info: bool = False  # the final drain stops short (its last op is info)
+    meta: bool = False        # a metadata log and replica listings come with the run
+    elr: bool = False         # with meta: ELR elections happen
 
 
 @st.composite
-def params(draw: Any) -> Params:
+def params(draw: Any, meta: bool | None = False, drain: bool | None = None,
+           drain_info: bool | None = None) -> Params:
+    """None draws a feature; True/False forces it."""
+    def pick(forced: bool | None) -> bool:
+        return draw(st.booleans()) if forced is None else forced
+    m = pick(meta)
+    d = pick(drain)
     return Params(seed=draw(st.integers(0, 2**32 - 1)), partitions=draw(st.integers(1, 3)),
                   clients=draw(st.integers(1, 4)), steps=draw(st.integers(0, 80)),
                   mode=draw(st.sampled_from(["assign", "assign", "subscribe"])),
-                  drain=draw(st.booleans()), p_fail=draw(st.sampled_from([0.0, 0.1])),
-                  p_info=draw(st.sampled_from([0.0, 0.1])))
+                  drain=d, p_fail=draw(st.sampled_from([0.0, 0.1])),
+                  p_info=draw(st.sampled_from([0.0, 0.1, 0.3])), mixed=draw(st.booleans()),
+                  retention=draw(st.booleans()), drain_info=d and pick(drain_info),
+                  meta=m, elr=m and draw(st.booleans()))
+
+
+def random_params(rng: random.Random, meta: bool | None = None) -> Params:
+    """The same distribution as ``params(meta=None, ...)``, from a plain RNG (long runs)."""
+    m = rng.random() < 0.5 if meta is None else meta
+    d = rng.random() < 0.6
+    return Params(seed=rng.randrange(2**32), partitions=rng.randint(1, 3), clients=rng.randint(1, 4),
+                  steps=rng.randint(0, 80), mode=rng.choice(["assign", "assign", "subscribe"]),
+                  drain=d, p_fail=rng.choice([0.0, 0.1]), p_info=rng.choice([0.0, 0.1, 0.3]),
+                  mixed=rng.random() < 0.5, retention=rng.random() < 0.5,
+                  drain_info=d and rng.random() < 0.25, meta=m, elr=m and rng.random() < 0.5)
+
+
+@dataclass
+class SimRun:
+    """A simulated run: its history and, with ``meta``, Kafka's record of it."""
+
+    ops: list[Op]
+    metadata: list[dict[str, Any]] | None = None     # metadata.jsonl rows (no header)
+    replicas: list[dict[str, Any]] = field(default_factory=list)   # replicas.jsonl rows
+    wall_ns_at_zero: int = W0
+    elr_elections: int = 0
+    clean_elections: int = 0
+
+    def records(self) -> RunRecords | None:
+        """What ``load_records`` would build from this run's files (None: no record)."""
+        if self.metadata is None:
+            return None
+        reps: dict[int, list[Replica]] = {}
+        for r in self.replicas:
+            by_value = None
+            if r["records"] is not None:
+                by_value = {}
+                for off, val, _ in r["records"]:
+                    if val not in by_value or off < by_value[val]:
+                        by_value[val] = off
+            reps.setdefault(r["partition"], []).append(Replica(
+                node=r["node"], partition=r["partition"], log_start_offset=r["log_start_offset"],
+                log_end_offset=r["log_end_offset"], epochs=[(e, s) for e, s in r["epochs"]],
+                by_value=by_value, note=r.get("note")))
+        return RunRecords(changes=fold_changes(self.metadata, self.wall_ns_at_zero), replicas=reps)
+
+    def write(self, run_dir: Any) -> None:
+        """history.jsonl (with its header), metadata.jsonl and replicas.jsonl in ``run_dir``."""
+        import json
+        from pathlib import Path
+        from checkers.history import header
+        d = Path(run_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        lines = [header(self.wall_ns_at_zero)] + self.ops
+        (d / "history.jsonl").write_text("".join(json.dumps(o) + "\n" for o in lines), encoding="utf-8")
+        if self.metadata is not None:
+            head = {"kchaos-metadata": 1, "topic": "kchaos", "topic_id": TOPIC_ID, "source": "n1", "errors": {}}
+            (d / "metadata.jsonl").write_text("".join(json.dumps(o) + "\n" for o in [head] + self.metadata),
+                                              encoding="utf-8")
+            head = {"kchaos-replicas": 1, "topic": "kchaos"}
+            (d / "replicas.jsonl").write_text("".join(json.dumps(o) + "\n" for o in [head] + self.replicas),
+                                              encoding="utf-8")
+
+
+def assign_epoch(cache: list[tuple[int, int]], epoch: int, start: int) -> list[tuple[int, int]]:
+    """Kafka's LeaderEpochFileCache.assign: entries with an epoch >= the new one
+    or a start offset >= the new one are dropped (non-monotonic)."""
+    return [(e, s) for e, s in cache if e < epoch and s < start] + [(epoch, start)]
+
+
+def truncate_cache_from_start(cache: list[tuple[int, int]], log_start: int) -> list[tuple[int, int]]:
+    """Kafka's truncateFromStart: entries below the log start collapse into the
+    last of them, moved up to the log start."""
+    below = [(e, s) for e, s in cache if s <= log_start]
+    rest = [(e, s) for e, s in cache if s > log_start]
+    return ([(below[-1][0], log_start)] if below else []) + rest
 
 
 class Sim:
@@ -52,16 +168,106 @@ class Sim:
         self.ops: list[Op] = []
         self.t = 0
         self.logs: dict[int, list[int]] = {q: [] for q in range(p.partitions)}
+        self.log_epoch: dict[int, list[int]] = {q: [] for q in range(p.partitions)}
+        self.log_start = {q: 0 for q in range(p.partitions)}
+        self.acked: dict[int, set[int]] = {q: set() for q in range(p.partitions)}
         self.counter = {q: 0 for q in range(p.partitions)}
         self.next_proc = p.clients
         self.procs = list(range(p.clients))
         self.pending: dict[int, Op] = {}
         self.assigned: dict[int, list[int]] = {}
         self.pos: dict[int, dict[int, int]] = {}
-        self.brokers = [1, 2, 3]
+        self.brokers = list(BROKERS)
         self.leader = {q: 1 + q % 3 for q in range(p.partitions)}
         self.open_fault: int | None = None
         self.fault_id = 0
+        # Kafka's record (meta)
+        self.meta: list[dict[str, Any]] | None = [] if p.meta else None
+        self.epoch = {q: 0 for q in range(p.partitions)}
+        self.isr = {q: list(BROKERS) for q in range(p.partitions)}
+        self.elr: dict[int, list[int]] = {q: [] for q in range(p.partitions)}
+        self.cache = {q: [(0, 0)] for q in range(p.partitions)}
+        self.elr_elections = self.clean_elections = 0
+        if self.meta is not None:
+            for q in range(p.partitions):
+                self.record("PartitionRecord", {
+                    "partitionId": q, "topicId": TOPIC_ID, "replicas": list(BROKERS), "isr": list(BROKERS),
+                    "removingReplicas": [], "addingReplicas": [], "leader": self.leader[q],
+                    "leaderRecoveryState": 0, "leaderEpoch": 0, "partitionEpoch": 0,
+                    "eligibleLeaderReplicas": [], "lastKnownElr": []})
+        if p.retention:
+            for q in range(p.partitions):
+                for i in range(self.rng.randint(1, 5)):
+                    self.append(q, WARMUP + i)
+
+    # -- Kafka's state ----------------------------------------------------------------
+    def record(self, typ: str, data: dict[str, Any], dt: int = 0) -> None:
+        assert self.meta is not None
+        self.meta.append({"offset": 100 + 3 * len(self.meta), "wall_ms": (W0 + self.t + dt) // MS,
+                          "type": typ, "data": data})
+
+    def change(self, q: int, dt: int = 0, **fields: Any) -> None:
+        self.record("PartitionChangeRecord", {"partitionId": q, "topicId": TOPIC_ID, "leader": -2, **fields}, dt)
+
+    def append(self, q: int, value: int) -> int:
+        self.logs[q].append(value)
+        self.log_epoch[q].append(self.epoch[q])
+        return len(self.logs[q]) - 1
+
+    def elect(self, q: int, leader: int) -> None:
+        self.leader[q] = leader
+        self.epoch[q] += 1
+        self.cache[q] = assign_epoch(self.cache[q], self.epoch[q], len(self.logs[q]))
+
+    def metadata_event(self) -> None:
+        q = self.rng.randrange(self.p.partitions)
+        isr, leader = self.isr[q], self.leader[q]
+        choices = []
+        if len(isr) > MIN_ISR:
+            choices.append("shrink")
+        if len(isr) < len(BROKERS):
+            choices.append("expand")
+        if len(isr) > 1:
+            choices.append("elect")
+        if self.p.elr and len(isr) >= MIN_ISR:
+            choices.append("elr")
+        what = self.rng.choice(choices)
+        if what == "shrink":
+            victim = self.rng.choice([b for b in isr if b != leader])
+            self.isr[q] = [b for b in isr if b != victim]
+            self.change(q, isr=self.isr[q])
+        elif what == "expand":
+            self.isr[q] = sorted(set(isr) | {self.rng.choice([b for b in BROKERS if b not in isr])})
+            self.change(q, isr=self.isr[q])
+        elif what == "elect":
+            new = self.rng.choice([b for b in isr if b != leader])
+            self.elect(q, new)
+            self.clean_elections += 1
+            self.change(q, leader=new)
+        else:
+            # KIP-966: shrink below min ISR (the others become eligible), fence the
+            # leader, elect from the ELR, expand; at one step (writes are refused).
+            others = sorted(b for b in isr if b != leader)
+            self.change(q, isr=[leader], eligibleLeaderReplicas=others)
+            self.epoch[q] += 1          # leader -1 bumps the epoch too (PartitionRegistration.merge)
+            self.change(q, dt=MS // 4, leader=-1, isr=[], eligibleLeaderReplicas=sorted(others + [leader]))
+            new = self.rng.choice(others)
+            self.elect(q, new)
+            self.elr_elections += 1
+            self.change(q, dt=MS // 2, leader=new, isr=[new],
+                        eligibleLeaderReplicas=sorted(b for b in others + [leader] if b != new))
+            self.isr[q] = list(BROKERS)
+            self.elr[q] = []
+            self.change(q, dt=3 * MS // 4, isr=list(BROKERS), eligibleLeaderReplicas=[], lastKnownElr=[])
+
+    def retention_event(self) -> None:
+        for q in range(self.p.partitions):
+            above = [o for o in self.acked[q] if o >= self.log_start[q]]
+            holders = [self.pos[proc][q] for proc, parts in self.assigned.items() if q in parts]
+            limit = min([len(self.logs[q])] + above + holders)
+            if limit > self.log_start[q]:
+                self.log_start[q] = self.rng.randint(self.log_start[q], limit)
+                self.cache[q] = truncate_cache_from_start(self.cache[q], self.log_start[q])
 
     def emit(self, process: Any, type: str, f: str, value: Any, **kw: Any) -> Op:
         self.t += self.rng.randint(1, 5) * MS
@@ -79,7 +285,7 @@ class Sim:
             self.pending[proc]["_parts"] = parts
         elif r < 0.55:
             msgs = []
-            for _ in range(self.rng.randint(1, 2)):
+            for _ in range(self.rng.randint(1, 3 if self.p.mixed else 2)):
                 q = self.rng.randrange(self.p.partitions)
                 self.counter[q] += 1
                 msgs.append([q, self.counter[q], None])
@@ -103,12 +309,24 @@ class Sim:
             self.emit(proc, typ, f, inv["value"])
         elif f == "send":
             msgs = [list(m) for m in inv["value"]]
-            if typ == "ok" or (typ == "info" and self.rng.random() < 0.5):
+            kw: dict[str, Any] = {}
+            if typ == "info" and self.p.mixed and len(msgs) > 1:
+                # mixed outcomes: each message acknowledged, failed or unknown
+                outcomes = [self.rng.choice(["ok", "fail", "info"]) for _ in msgs]
+                for m, oc in zip(msgs, outcomes):
+                    if oc == "ok":
+                        m[2] = self.append(m[0], m[1])
+                        self.acked[m[0]].add(m[2])
+                    elif oc == "info" and self.rng.random() < 0.5:
+                        self.append(m[0], m[1])
+                kw["outcomes"] = outcomes
+            elif typ == "ok" or (typ == "info" and self.rng.random() < 0.5):
                 for m in msgs:
-                    self.logs[m[0]].append(m[1])
+                    off = self.append(m[0], m[1])
                     if typ == "ok":
-                        m[2] = len(self.logs[m[0]]) - 1
-            self.emit(proc, typ, "send", msgs)
+                        m[2] = off
+                        self.acked[m[0]].add(off)
+            self.emit(proc, typ, "send", msgs, **kw)
         else:
             if typ != "ok":
                 self.emit(proc, typ, "poll", None)
@@ -117,7 +335,7 @@ class Sim:
                 return
             value = {}
             for q in self.assigned.get(proc, []):
-                start = self.pos[proc][q]
+                start = max(self.pos[proc][q], self.log_start[q])   # out of range: reset to earliest
                 end = min(len(self.logs[q]), start + self.rng.randint(0, 3))
                 value[str(q)] = [[o, self.logs[q][o]] for o in range(start, end)]
                 self.pos[proc][q] = end
@@ -133,6 +351,9 @@ class Sim:
     def sample(self) -> None:
         parts = {}
         for q in range(self.p.partitions):
+            if self.meta is not None:
+                parts[str(q)] = {"leader": self.leader[q], "isr": list(self.isr[q]), "epoch": self.epoch[q]}
+                continue
             if self.rng.random() < 0.2:
                 self.leader[q] = self.rng.choice(self.brokers)
             parts[str(q)] = {"leader": self.leader[q], "isr": list(self.brokers), "epoch": 0}
@@ -151,13 +372,57 @@ class Sim:
         self.emit("nemesis", "invoke", f, value)
         self.emit("nemesis", "info", f, value)
 
+    def drain(self) -> None:
+        """Per partition, a fresh process reads from the log start to the high
+        watermark at drain start, five at a time (workloads/drain.py). With
+        drain_info, one partition's drain stops short: its last op is info."""
+        short = self.rng.randrange(self.p.partitions) if self.p.drain_info else None
+        for q in range(self.p.partitions):
+            proc = DRAIN_BASE + q
+            high, pos = len(self.logs[q]), self.log_start[q]
+            acked = [o for o in self.acked[q] if o < high]
+            marks = {"log_start": self.log_start[q], "high": high, "max_acked": max(acked) if acked else None}
+            stop = self.rng.randint(0, max(0, -(-(high - pos) // 5) - 1)) if q == short else None
+            n = 0
+            while True:
+                self.emit(proc, "invoke", "poll", None, drain=True)
+                if n == stop:
+                    self.emit(proc, "info", "poll", None, drain=True, watermarks=marks, end=pos,
+                              error=f"drain timed out at offset {pos} before the high watermark {high}")
+                    break
+                end = min(high, pos + 5)
+                self.emit(proc, "ok", "poll", {str(q): [[o, self.logs[q][o]] for o in range(pos, end)]},
+                          drain=True, watermarks=marks, end=end)
+                pos, n = end, n + 1
+                if pos == high:
+                    break
+
+    def listing(self) -> list[dict[str, Any]]:
+        out = []
+        for q in range(self.p.partitions):
+            start, end = self.log_start[q], len(self.logs[q])
+            for b in BROKERS:
+                recs = [[o, self.logs[q][o], self.log_epoch[q][o]] for o in range(start, end)]
+                out.append({"node": f"n{b}", "broker": b, "partition": q, "log_start_offset": start,
+                            "log_end_offset": end, "epochs": [list(e) for e in self.cache[q]],
+                            "records": None if self.rng.random() < 0.05 else recs,
+                            "note": None, "error": None})
+        return out
+
     def run(self) -> list[Op]:
+        return self.run_all().ops
+
+    def run_all(self) -> SimRun:
         for _ in range(self.p.steps):
             r = self.rng.random()
             if r < 0.05:
                 self.sample()
             elif r < 0.08:
                 self.nemesis()
+            elif r < 0.11 and self.meta is not None:
+                self.metadata_event()
+            elif r < 0.13 and self.p.retention:
+                self.retention_event()
             else:
                 proc = self.rng.choice(self.procs)
                 (self.complete if proc in self.pending else self.invoke)(proc)
@@ -165,27 +430,17 @@ class Sim:
             if self.rng.random() < 0.9:
                 self.complete(proc)       # the rest stay outstanding: incomplete ops
         if self.p.drain:
-            proc = self.next_proc
-            self.next_proc += 1
-            parts = list(range(self.p.partitions))
-            self.emit(proc, "invoke", "assign", parts)
-            self.emit(proc, "ok", "assign", parts)
-            pos = {q: 0 for q in parts}
-            while True:
-                self.emit(proc, "invoke", "poll", None, drain=True)
-                value = {}
-                for q in parts:
-                    end = min(len(self.logs[q]), pos[q] + 5)
-                    value[str(q)] = [[o, self.logs[q][o]] for o in range(pos[q], end)]
-                    pos[q] = end
-                self.emit(proc, "ok", "poll", value, drain=True)
-                if all(pos[q] == len(self.logs[q]) for q in parts):
-                    break
-        return self.ops
+            self.drain()
+        return SimRun(ops=self.ops, metadata=self.meta, replicas=self.listing() if self.meta is not None else [],
+                      elr_elections=self.elr_elections, clean_elections=self.clean_elections)
 
 
 def simulate(p: Params) -> list[Op]:
     return Sim(p).run()
+
+
+def simulate_run(p: Params) -> SimRun:
+    return Sim(p).run_all()
 
 
 # ---------------------------------------------------------------- injection
@@ -206,8 +461,9 @@ def _ok_polls(ops: list[Op]) -> list[Op]:
 
 
 def _acks(ops: list[Op]) -> list[tuple[Op, int, list]]:
-    return [(o, i, m) for o in ops if o["f"] == "send" and o["type"] == "ok"
-            for i, m in enumerate(o["value"]) if m[2] is not None]
+    """Acknowledged messages: of ok sends, and those with offsets of mixed info sends."""
+    return [(o, i, m) for o in ops if o["f"] == "send" and o["type"] in ("ok", "info")
+            and isinstance(o["process"], int) for i, m in enumerate(o["value"]) if m[2] is not None]
 
 
 def _known(ops: list[Op], skip_op: Op | None = None) -> set[tuple[int, int]]:
@@ -250,6 +506,7 @@ def inject(ops: list[Op], typ: str, rng: random.Random) -> tuple[list[Op], int] 
             return None
         o, m = rng.choice(cands)
         o["type"] = "fail"
+        o.pop("outcomes", None)
         for x in o["value"]:
             x[2] = None
         return ops, m[0]
@@ -324,3 +581,115 @@ def _invoke_time(ops: list[Op], comp: Op) -> int:
         if o["process"] == comp["process"] and o["type"] == "invoke":
             return o["time"]
     return comp["time"]
+
+
+# ------------------------------------------------------- injection into Kafka's record
+
+RECORD_TYPES = ("unclean-election", "elr-election")
+
+
+@dataclass
+class Injected:
+    """An injected run: its anomaly's partition, and for an unclean election
+    with truncation the epoch it began and the values it removed."""
+
+    run: SimRun
+    partition: int
+    epoch: int | None = None
+    removed: frozenset[int] = frozenset()
+
+
+def _drain_start(ops: list[Op]) -> int:
+    """Index of the first op of the final drain (len(ops) without one)."""
+    return next((i for i, o in enumerate(ops) if o.get("drain")), len(ops))
+
+
+def _open_gap(ops: list[Op], at: int, gap: int) -> int:
+    """Shift ops[at:] by ``gap`` ns; the time in the middle of the gap."""
+    before = ops[at - 1]["time"] if at else 0
+    for o in ops[at:]:
+        o["time"] += gap
+    return before + gap // 2
+
+
+def _state(run: SimRun, q: int) -> dict[str, Any]:
+    return [c for c in fold_changes(run.metadata or [], run.wall_ns_at_zero) if c["partition"] == q][-1]
+
+
+def _change(run: SimRun, q: int, t: int, **fields: Any) -> None:
+    assert run.metadata is not None
+    run.metadata.append({"offset": run.metadata[-1]["offset"] + 3, "wall_ms": (run.wall_ns_at_zero + t) // MS,
+                         "type": "PartitionChangeRecord",
+                         "data": {"partitionId": q, "topicId": TOPIC_ID, "leader": -2, **fields}})
+
+
+def inject_run(run: SimRun, typ: str, rng: random.Random) -> Injected | None:
+    """A copy of ``run`` with one anomaly of type ``typ``; None when it offers no
+    place for one. On a run with a metadata log, elections go into the log (an
+    unclean election after every ack and before the drain, truncating
+    acknowledged writes when the drain completed); else the history's injectors."""
+    run = copy.deepcopy(run)
+    if typ not in RECORD_TYPES or run.metadata is None:
+        if typ == "elr-election":
+            return None                    # no metadata log: no ELR
+        got = inject(run.ops, typ, rng)
+        if got is None:
+            return None
+        run.ops = got[0]
+        return Injected(run, got[1])
+    parts = sorted({c["partition"] for c in fold_changes(run.metadata, run.wall_ns_at_zero)})
+    at = _drain_start(run.ops)
+    t = _open_gap(run.ops, at, 20 * MS)
+    if typ == "elr-election":
+        q = rng.choice(parts)
+        s = _state(run, q)
+        leader, others = s["leader"], [b for b in s["replicas"] if b != s["leader"]]
+        new = rng.choice(others)
+        _change(run, q, t, isr=[leader], eligibleLeaderReplicas=others)
+        _change(run, q, t + MS, leader=-1, isr=[], eligibleLeaderReplicas=sorted(others + [leader]))
+        _change(run, q, t + 2 * MS, leader=new, isr=[new],
+                eligibleLeaderReplicas=sorted(b for b in others + [leader] if b != new))
+        _change(run, q, t + 3 * MS, isr=sorted(s["replicas"]), eligibleLeaderReplicas=[], lastKnownElr=[])
+        epoch = s["leader_epoch"] + 2
+        for r in run.replicas:              # the new leader's epoch starts at its log end
+            if r["partition"] == q:
+                r["epochs"] = [list(e) for e in assign_epoch([tuple(e) for e in r["epochs"]], epoch,
+                                                             r["log_end_offset"])]
+        return Injected(run, q)
+    # unclean: the ISR shrinks to the leader with no eligible replicas (ELR off or
+    # min.insync.replicas=1), the leader dies, an out-of-sync follower is elected
+    # and starts its epoch at its own log end S. Acknowledged writes at S and
+    # above are gone: the drain (after it) reads only below S.
+    drains = [o for o in run.ops[at:] if o.get("drain") and o["type"] != "invoke"]
+    complete = bool(drains) and all(o["type"] == "ok" for o in drains)
+    acked: dict[int, list[tuple[int, int]]] = {}
+    for _, _, m in _acks(run.ops[:at]):
+        acked.setdefault(m[0], []).append((m[2], m[1]))
+    ends = {r["partition"]: (r["log_start_offset"], r["log_end_offset"]) for r in run.replicas}
+    cands = [q for q in parts if complete and any(ends[q][0] <= o < ends[q][1] for o, _ in acked.get(q, []))]
+    q = rng.choice(cands) if cands else rng.choice(parts)
+    start, end = ends[q]
+    cut = end
+    if cands and rng.random() < 0.85:
+        cut = rng.choice(sorted(o for o, _ in acked[q] if start <= o < end))
+    s = _state(run, q)
+    leader = s["leader"] if s["leader"] is not None else s["replicas"][0]
+    new = rng.choice([b for b in s["replicas"] if b != leader])
+    epoch = s["leader_epoch"] + 1
+    _change(run, q, t, isr=[leader], eligibleLeaderReplicas=[], lastKnownElr=[])
+    _change(run, q, t + MS, leader=new, isr=[new], leaderRecoveryState=1)
+    _change(run, q, t + 2 * MS, leaderRecoveryState=0)
+    removed = frozenset(v for o, v in acked.get(q, []) if o >= cut)
+    for r in run.replicas:
+        if r["partition"] != q:
+            continue
+        r["epochs"] = [list(e) for e in assign_epoch([tuple(e) for e in r["epochs"]], epoch, cut)]
+        r["log_end_offset"] = cut
+        if r["records"] is not None:
+            r["records"] = [x for x in r["records"] if x[0] < cut]
+    for o in run.ops[at:]:
+        if o.get("drain") and o["type"] == "ok" and str(q) in (o["value"] or {}):
+            o["value"][str(q)] = [x for x in o["value"][str(q)] if x[0] < cut]
+            o["end"] = min(o.get("end") or 0, cut)
+            o["watermarks"] = {**o["watermarks"], "high": cut}
+    return Injected(run, q, epoch=epoch, removed=removed)

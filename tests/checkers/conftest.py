@@ -18,6 +18,18 @@ sys.path.insert(0, str(Path(__file__).parent))
 # Spark-vs-reference property checks; raise it for a longer soak.
 
 
+def pytest_collection_modifyitems(config, items):
+    """``long`` tests run only when ``-m`` names them. pyproject's addopts say
+    ``-m 'not long'``, but a later ``-m`` (``-m "not cluster"``, say) replaces
+    that expression (the last ``-m`` wins), and would select them again."""
+    if "long" in (config.getoption("markexpr") or ""):
+        return
+    keep = [i for i in items if i.get_closest_marker("long") is None]
+    if len(keep) < len(items):
+        config.hook.pytest_deselected(items=[i for i in items if i.get_closest_marker("long") is not None])
+        items[:] = keep
+
+
 @pytest.fixture(scope="session")
 def spark():
     from checkers.session import new_session
