@@ -45,6 +45,10 @@ class Digest:
     ack_time: dict[tuple[Any, Any], float] = field(default_factory=dict)  # (partition, value) -> s
     # (time s, {"controller": .., "partitions": {p: {...}}})
     samples: list[tuple[float, dict[str, Any]]] = field(default_factory=list)
+    # (partition, value) -> first time (s) any poll (drain included) returned it
+    first_read: dict[tuple[Any, Any], float] = field(default_factory=dict)
+    # non-drain ok polls: (invoke time s, partition, offset of the poll's last record of it)
+    positions: list[tuple[float, Any, Any]] = field(default_factory=list)
     op_counts: dict[str, Counter] = field(default_factory=lambda: defaultdict(Counter))
     processes: set[Any] = field(default_factory=set)
     partitions: set[Any] = field(default_factory=set)
@@ -127,6 +131,24 @@ def digest(ops: Iterable[Op]) -> Digest:
                         except TypeError:
                             pass
         elif f == "poll" and isinstance(v, dict):
-            for p in v:
-                d.partitions.add(as_partition(p))
+            for key, recs in v.items():
+                p = as_partition(key)
+                try:
+                    hash(p)
+                except TypeError:
+                    continue
+                d.partitions.add(p)
+                if typ != OK or not isinstance(recs, list):
+                    continue
+                last = None
+                for r in recs:
+                    if isinstance(r, (list, tuple)) and len(r) >= 2:
+                        last = r[0]
+                        try:
+                            if (p, r[1]) not in d.first_read:
+                                d.first_read[(p, r[1])] = t
+                        except TypeError:
+                            pass
+                if last is not None and not op.get("drain") and t0 is not None:
+                    d.positions.append((t0, p, last))
     return d

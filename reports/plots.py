@@ -28,6 +28,7 @@ from checkers.history import HistoryFormatError, sample_view
 
 from .digest import Digest, as_partition
 from .faults import FaultTimeline
+from .visibility import lag_plot, unseen_plot
 from .figure import (MARKER, MAX_PARTITIONS, MAX_POINTS, OUTCOME_COLORS, PCT_COLORS, RC, WIDTH_IN, Plot, bin_width,
                      downsample, fault_handles, legend, origin_note, png, shade, time_axis)
 
@@ -316,6 +317,8 @@ def make_plots(d: Digest, tl: FaultTimeline, anomalies: dict[str, list[dict[str,
         for name, fn in (("throughput", lambda: throughput_plot(d, tl, availability)),
                          ("latency", lambda: latency_plot(d, tl)),
                          ("offsets", lambda: offsets_plot(d, tl, anomalies, elections)),
+                         ("unseen", lambda: unseen_plot(d, tl)),
+                         ("lag", lambda: lag_plot(d, tl)),
                          ("leaders", lambda: leaders_plot(d, tl, elections, derived, all_elections))):
             try:
                 plots.append(fn())

@@ -15,7 +15,8 @@ from .elections import RECORD_KEYS, all_elections, elections_context, witness_re
 from .faults import fault_timeline
 from .junit import junit_xml
 from .load import RunData, load_run, node_logs
-from .view import jtext, secs, witness_view
+from .story import story
+from .view import group_witnesses, jtext, secs, witness_view
 
 log = logging.getLogger(__name__)
 
@@ -79,6 +80,14 @@ def _witness(w: dict[str, Any], origin: float) -> dict[str, Any]:
     return view
 
 
+def _story(run: RunData, d: Any, tl: Any) -> list[str]:
+    try:
+        return story(run.results, d.origin, d.ack_time, tl.intervals)
+    except Exception:  # the story must never sink the report
+        log.exception("the story of the run failed")
+        return []
+
+
 def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
     d = digest(run.ops)
     tl = fault_timeline(run.ops)
@@ -96,6 +105,7 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
 
     anomalies = []
     for a in rows:
+        shown = [_witness(w, d.origin) for w in a.witnesses[:MAX_WITNESSES_SHOWN]]
         anomalies.append({
             "type": a.type,
             "anchor": "anomaly-" + "".join(c if c.isalnum() or c == "-" else "_" for c in a.type),
@@ -107,7 +117,8 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
             "present": a.present,
             "checked": run.results is not None and a.present and not a.error,
             "error": a.error,
-            "witnesses": [_witness(w, d.origin) for w in a.witnesses[:MAX_WITNESSES_SHOWN]],
+            "witnesses": shown,
+            "groups": group_witnesses(shown),
             "more_witnesses": max(0, a.count - min(len(a.witnesses), MAX_WITNESSES_SHOWN)),
         })
     ue_rows = []
@@ -166,6 +177,7 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
         "verdict": verdict,
         "verdict_label": {"valid": "valid", "invalid": "INVALID"}.get(verdict, "unknown"),
         "headline": headline,
+        "story": _story(run, d, tl) if verdict == "invalid" else [],
         "notes": run.notes,
         "errors": run.errors,
         "reproduce": run.reproduce_commands(),

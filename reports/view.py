@@ -178,7 +178,8 @@ def context_items(ctx: Any) -> dict[str, Any]:
     and a sample (``sample``: ``{leader, isr, epoch, controller?, time?}``, or
     those keys directly in the context); anything else is shown as JSON.
     """
-    out: dict[str, Any] = {"faults": [], "recent": [], "state": "", "other": [], "has_faults_key": False}
+    out: dict[str, Any] = {"faults": [], "recent": [], "state": "", "view": "", "sampled_at": "", "other": [],
+                           "has_faults_key": False}
     if not isinstance(ctx, dict):
         if ctx is not None:
             out["other"].append(("context", jtext(ctx)))
@@ -208,17 +209,39 @@ def context_items(ctx: Any) -> dict[str, Any]:
         if sample.get("controller") is not None:
             c = sample.get("controller")
             bits.append(f"controller {'n' + str(c) if isinstance(c, int) else jtext(c, 20)}")
-        t = sample.get("time", sample.get("sample_time"))
-        if isinstance(t, (int, float)):
-            bits.append(f"sampled at {t / 1e9:.3f} s")
         others = {k: v for k, v in sample.items()
                   if k not in ("leader", "isr", "epoch", "controller", "time", "sample_time", "index")}
         if others:
             bits.append(jtext(others, 160))
+        out["view"] = ", ".join(bits)          # the leader/ISR view, without when it was sampled
+        t = sample.get("time", sample.get("sample_time"))
+        if isinstance(t, (int, float)):
+            out["sampled_at"] = f"{t / 1e9:.3f}"
+            bits.insert(len(bits) - (1 if others else 0), f"sampled at {t / 1e9:.3f} s")
         out["state"] = ", ".join(bits)
     for k, v in rest.items():
         out["other"].append((jtext(k, 60), jtext(v)))
     return out
+
+
+def context_key(ctx: dict[str, Any]) -> tuple[Any, ...]:
+    """What witnesses sharing one context header must agree on: the active
+    faults, the recent nemesis ops, the leader/ISR view (not its sample time)
+    and any other context field."""
+    return (tuple(ctx["faults"]), tuple(ctx["recent"]), ctx["view"], tuple(ctx["other"]), ctx["has_faults_key"])
+
+
+def group_witnesses(views: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Consecutive witness views sharing a context, as [{context, witnesses, first}]
+    (``first``: the 1-based number of the group's first witness)."""
+    groups: list[dict[str, Any]] = []
+    for i, v in enumerate(views):
+        key = context_key(v["context"])
+        if groups and groups[-1]["key"] == key:
+            groups[-1]["witnesses"].append(v)
+        else:
+            groups.append({"key": key, "context": v["context"], "witnesses": [v], "first": i + 1})
+    return groups
 
 
 def witness_view(w: dict[str, Any], max_ops: int = 50) -> dict[str, Any]:

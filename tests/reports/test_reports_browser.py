@@ -104,7 +104,7 @@ def test_report_in_chromium(kind, rendered, browser, shot_dir):
         assert info["verdictColor"] == "rgb(43, 138, 62)"
 
     # plots: present, inline and decoded
-    assert len(info["images"]) == 4, info["images"]
+    assert len(info["images"]) == 6, info["images"]
     for img in info["images"]:
         assert img["complete"] and img["w"] > 0 and img["h"] > 0 and img["scheme"] == "data", img
 
@@ -195,7 +195,8 @@ def test_plots_start_at_the_workload_start(kind, rendered, browser, tmp_path, sh
         run_dir = rendered[kind]
     load(browser, (run_dir / "report.html").resolve().as_uri())
     info = browser.execute_script(AXES_PROBE)
-    assert [p["id"] for p in info["plots"]] == ["plot-throughput", "plot-latency", "plot-offsets", "plot-leaders"]
+    assert [p["id"] for p in info["plots"]] == ["plot-throughput", "plot-latency", "plot-offsets", "plot-unseen",
+                                                "plot-lag", "plot-leaders"]
     for p in info["plots"]:
         assert p["drawn"], p
         x_min, x_max, first_x = float(p["xMin"]), float(p["xMax"]), float(p["firstX"])

@@ -18,6 +18,7 @@ from reports.render import render_html
 XSS = "<script>alert(1)</script>"
 XSS_ESCAPED = "&lt;script&gt;alert(1)&lt;/script&gt;"
 REPORTS_PKG = Path(__file__).resolve().parents[2] / "reports"
+PLOT_IDS = ("plot-throughput", "plot-latency", "plot-offsets", "plot-unseen", "plot-lag", "plot-leaders")
 
 
 class Doc(HTMLParser):
@@ -119,10 +120,10 @@ def test_valid_report(rendered):
     assert "consumers subscribe: a rebalance may skip offsets" in html
     assert doc.rows_by_section["poll-skip"] == 1
     imgs = _plot_images(doc)
-    assert len(imgs) == 4
+    assert len(imgs) == len(PLOT_IDS)
     for uri in imgs:
         _check_png(uri)
-    for pid in ("plot-throughput", "plot-latency", "plot-offsets", "plot-leaders"):
+    for pid in PLOT_IDS:
         fig = doc.by_attr("id", pid)[0]
         # the time axis as drawn: [0, end] since the workload started, data from its left edge
         x_min, x_max, first_x = float(fig["data-x-min"]), float(fig["data-x-max"]), float(fig["data-first-x"])
@@ -162,7 +163,7 @@ def test_invalid_report(rendered):
     # the unclean elections table
     ue = doc.text_by_id["unclean-elections"]
     assert "17.500" in ue and "[1]" in ue
-    assert len(_plot_images(doc)) == 4
+    assert len(_plot_images(doc)) == len(PLOT_IDS)
     _assert_self_contained(html, doc)
     assert "--seed 7" in doc.text_by_id["reproduce"]
 
@@ -204,7 +205,7 @@ def test_missing_results_is_unknown(fixture_copy):
     doc = Doc(html)
     assert doc.by_attr("id", "verdict")[0]["data-verdict"] == "unknown"
     assert "results.json is missing" in html
-    assert len(_plot_images(doc)) == 4     # the history alone still plots
+    assert len(_plot_images(doc)) == len(PLOT_IDS)     # the history alone still plots
     _assert_self_contained(html, doc)
 
 
@@ -303,6 +304,8 @@ def test_large_history_renders_quickly(tmp_path):
     t = 0
     idx = 0
     offs = [0] * 8
+    acked: list[list[tuple[int, int]]] = [[] for _ in range(8)]
+    cursor = [0] * 8
     lines = []
     for i in range(50_000):
         t += rng.randint(1_000_000, 12_000_000)
@@ -318,6 +321,15 @@ def test_large_history_renders_quickly(tmp_path):
         lines.append({"index": idx, "time": t + rng.randint(100_000, 50_000_000), "process": proc, "type": typ,
                       "f": "send", "value": val})
         idx += 1
+        if typ == "ok":
+            acked[p].append((offs[p] - 1, i))
+        if i % 10 == 5:      # a consumer (process 10) reads what was acknowledged since its last poll
+            recs = {str(q): [list(r) for r in acked[q][cursor[q]:]] for q in range(8)}
+            cursor = [len(acked[q]) for q in range(8)]
+            lines.append({"index": idx, "time": t, "process": 10, "type": "invoke", "f": "poll", "value": None})
+            lines.append({"index": idx + 1, "time": t + 2_000_000, "process": 10, "type": "ok", "f": "poll",
+                          "value": recs})
+            idx += 2
         if i % 200 == 0:
             parts = {str(q): {"leader": 1 + (q + i // 5000) % 3, "isr": [1, 2, 3], "epoch": i // 5000}
                      for q in range(8)}
@@ -336,7 +348,7 @@ def test_large_history_renders_quickly(tmp_path):
     render_run(run_dir)
     elapsed = time.monotonic() - t0
     html = _html(run_dir)
-    assert len(_plot_images(Doc(html))) == 4
+    assert len(_plot_images(Doc(html))) == len(PLOT_IDS)
     assert elapsed < 30, f"rendering took {elapsed:.1f} s"
     assert len(html) < 3_000_000
 

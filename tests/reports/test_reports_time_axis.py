@@ -22,7 +22,7 @@ LEFT_EDGE = 0.1        # the first data point lies within the left 10 % of the a
 
 def setup_gap_ops() -> list[dict]:
     """A small history whose client ops start at 100 s: the sampler starts a
-    little before them, a partition fault at 120-135 s, an unclean election of
+    little before them, a consumer polls from 100.1 s, a partition fault at 120-135 s, an unclean election of
     p0 (n1 -> n2, n2 not in the ISR) at 130 s."""
     ev: list[tuple[float, dict]] = []
     counters = {0: 0, 1: 0}
@@ -35,6 +35,17 @@ def setup_gap_ops() -> list[dict]:
             ev.append((t, {"process": proc, "type": "invoke", "f": "send", "value": [[p, v, None]]}))
             ev.append((t + 0.02, {"process": proc, "type": "ok", "f": "send", "value": [[p, v, v]]}))
             t += 0.25
+    # a consumer (process 2) polls both partitions every 0.5 s and reads what
+    # was acknowledged until 0.3 s before (so its reads lag a little)
+    acks = sorted((at, op["value"][0]) for at, op in ev if op["type"] == "ok" and op["f"] == "send")
+    read, t = 0, SETUP + 0.1
+    while t < END - 1:
+        new = [m for at, m in acks[read:] if at <= t - 0.3]
+        read += len(new)
+        recs = {str(q): [[m[2], m[1]] for m in new if m[0] == q] for q in (0, 1)}
+        ev.append((t, {"process": 2, "type": "invoke", "f": "poll", "value": None}))
+        ev.append((t + 0.01, {"process": 2, "type": "ok", "f": "poll", "value": recs}))
+        t += 0.5
     t = SETUP - 1.5
     while t < END:
         p0 = {"leader": 1, "isr": [1, 2, 3], "epoch": 0}
@@ -85,7 +96,7 @@ def test_digest_knows_the_workload_start():
 
 def test_every_plot_starts_at_the_workload_start():
     d, plots = _plots(setup_gap_ops())
-    assert [p.id for p in plots] == ["throughput", "latency", "offsets", "leaders"]
+    assert [p.id for p in plots] == ["throughput", "latency", "offsets", "unseen", "lag", "leaders"]
     for p in plots:
         assert p.uri, (p.id, p.note)
         assert p.origin == pytest.approx(SETUP)
@@ -156,6 +167,6 @@ def test_report_html_names_the_origin(tmp_path):
     assert any(k == "duration" and "(set-up 100.0 s, workload " in v for k, v in ctx["summary"])
     html = render_run(run_dir).read_text()
     assert 'id="time-origin"' in html and "100.0 s after the harness started" in html
-    for pid in ("throughput", "latency", "offsets", "leaders"):
+    for pid in ("throughput", "latency", "offsets", "unseen", "lag", "leaders"):
         assert f'<figure id="plot-{pid}" data-x-min="0" ' in html
     assert "the workload started at 100.0 s (time 0 of the plots)" in html
