@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from broker.config import CONFIG_PATH, DATA_DIR, FAKETIME_FILE, LOG_DIR, render_properties
+from broker.config import CONFIG_PATH, DATA_DIR, FAKETIME_FILE, LOG_DIR, broker_id, new_cluster_id, render_properties
 from infra.distribution import KAFKA_LIB, KAFKA_LOG4J_CONFIG
 from infra.errors import BrokerNotReady, NodeCommandError
 from infra.node import Node, shell_join
@@ -23,6 +23,7 @@ STDOUT_LOG = f"{LOG_DIR}/kafka.out"
 SERVER_LOG = f"{LOG_DIR}/server.log"
 PROCESS_PATTERN = "kafka[.]Kafka " + CONFIG_PATH
 READY_LINE = "Kafka Server started"
+BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
 FAKETIME_LIBS = "/usr/lib/*/faketime/libfaketimeMT.so.1"
 
 
@@ -70,12 +71,35 @@ class Broker:
         return text
 
     def format(self, cluster_id: str) -> None:
+        """Kafka's StorageTool: meta.properties and the bootstrap checkpoint (the
+        initial feature levels) in the data folder."""
         args = ["format", "-t", cluster_id, "-c", CONFIG_PATH, "--ignore-formatted"]
         for feature, level in sorted(self.settings.features.items()):
             args += ["--feature", f"{feature}={level}"]
         res = self.node.run(_java(f"{KAFKA_LIB}/*", "kafka.tools.StorageTool", *args), timeout=120, check=False)
         if res.exit != 0:
             raise BrokerNotReady(f"{self.name}: formatting storage failed: {first_error_line(res.out + res.err)}")
+
+    def bootstrap_checkpoint(self) -> bytes:
+        """The bootstrap checkpoint a format wrote (the same bytes on every node
+        of a cluster with static voters: feature levels only, no node or cluster id)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            local = Path(tmp) / BOOTSTRAP_CHECKPOINT
+            self.node.get(f"{DATA_DIR}/{BOOTSTRAP_CHECKPOINT}", local)
+            return local.read_bytes()
+
+    def format_like(self, cluster_id: str, bootstrap: bytes) -> None:
+        """What ``format`` writes, without a JVM: meta.properties (this node's id,
+        a fresh directory id) and a copy of another node's bootstrap checkpoint.
+        A no-op on a node already formatted, as ``format --ignore-formatted``."""
+        if self.node.run(["test", "-e", f"{DATA_DIR}/meta.properties"], check=False).exit == 0:
+            return
+        meta = (f"node.id={broker_id(self.name)}\ndirectory.id={new_cluster_id()}\nversion=1\n"
+                f"cluster.id={cluster_id}\n")
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, data in (("meta.properties", meta.encode()), (BOOTSTRAP_CHECKPOINT, bootstrap)):
+                (Path(tmp) / name).write_bytes(data)
+                self.node.put(Path(tmp) / name, f"{DATA_DIR}/{name}")
 
     def wipe(self) -> None:
         self.node.run(["sh", "-c", f"rm -rf {DATA_DIR}/* {LOG_DIR}/*"])

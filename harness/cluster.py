@@ -61,6 +61,7 @@ def cluster_up(name: str = DEFAULT_CLUSTER, nodes: int = 3, kafka_version: str =
     image = build_node_image(dist, base_image)
     t_image = time.monotonic()
     dc = docker_backend.create_cluster(name, image, nodes)
+    t_containers = time.monotonic()
     try:
         kafka = KafkaCluster(dc.nodes, settings or BrokerSettings())
         kafka.setup(timeout_s=ready_timeout_s)
@@ -71,7 +72,8 @@ def cluster_up(name: str = DEFAULT_CLUSTER, nodes: int = 3, kafka_version: str =
         mark_kept(name, kafka_version, settings)
     t_ready = time.monotonic()
     return ClusterHandle(name, kafka, "docker",
-                         {"image_s": t_image - t0, "start_s": t_ready - t_image, "total_s": t_ready - t0})
+                         {"image_s": t_image - t0, "containers_s": t_containers - t_image, **kafka.timings,
+                          "start_s": t_ready - t_image, "total_s": t_ready - t0})
 
 
 def cluster_attach(name: str = DEFAULT_CLUSTER, settings: BrokerSettings | None = None,
