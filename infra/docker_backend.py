@@ -15,6 +15,7 @@ import random
 import re
 import tarfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -199,8 +200,8 @@ def create_cluster(name: str, image: str, n: int) -> DockerCluster:
     labels = {LABEL: "1", LABEL_CLUSTER: name, LABEL_PID: str(os.getpid())}
     network, subnet = create_internal_network(_network_name(name), labels)
     hosts = list(subnet.hosts())
-    nodes = []
-    for i in range(1, n + 1):
+
+    def make(i: int) -> DockerNode:
         node_name = f"n{i}"
         address = str(hosts[10 + i - 1])  # .11, .12, ...
         api = client.api
@@ -215,7 +216,11 @@ def create_cluster(name: str, image: str, n: int) -> DockerCluster:
                 network.name: api.create_endpoint_config(ipv4_address=address, aliases=[node_name])}))
         container = client.containers.get(created["Id"])
         container.start()
-        nodes.append(DockerNode(container, node_name, address))
+        return DockerNode(container, node_name, address)
+
+    # In parallel: each create + start is a few engine round trips that wait on dockerd, not on us.
+    with ThreadPoolExecutor(max_workers=n) as pool:
+        nodes = list(pool.map(make, range(1, n + 1)))
     return DockerCluster(name, network.name, str(subnet), nodes)
 
 
