@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
 from .history import PartitionSample
-from .records import FROM_ELR, UNCLEAN, RunRecords, elections as record_elections, presence
+from .records import FROM_ELR, REMOVING_KINDS, UNCLEAN, RunRecords, elections as record_elections, presence
 
 if TYPE_CHECKING:
     from .common import RunFindings
@@ -83,7 +83,8 @@ def from_records(records: RunRecords) -> list[dict[str, Any]]:
 def attribute(unclean: list[dict[str, Any]], offset: int | None, t: int | None,
               epoch_starts: dict[int, int] | None) -> tuple[dict[str, Any] | None, str]:
     """(the election that removed a write, or None; why). ``unclean`` holds
-    one partition's unclean elections; ``epoch_starts`` is None for sampled
+    one partition's elections that can remove writes (unclean, and from the
+    metadata log last-leader too); ``epoch_starts`` is None for sampled
     elections (attribution by time only)."""
     if t is None:
         return None, "no ack time"
@@ -99,7 +100,7 @@ def attribute(unclean: list[dict[str, Any]], offset: int | None, t: int | None,
             return None, f"start offset of leader epoch {e['epoch']} unknown"
         if start <= offset:
             return e, "epoch"
-    return None, "no unclean election after the ack removed its offset"
+    return None, "no unclean or last-leader election after the ack removed its offset"
 
 
 def judge(rf: "RunFindings", records: RunRecords | None, k: int) -> None:
@@ -116,7 +117,7 @@ def judge(rf: "RunFindings", records: RunRecords | None, k: int) -> None:
         source = SAMPLES
     unclean = [e for e in found if e["kind"] == UNCLEAN]
     by_p: dict[int, list[dict[str, Any]]] = defaultdict(list)
-    for e in unclean:
+    for e in (e for e in found if e["kind"] in REMOVING_KINDS):
         e["lost_writes"] = e["inconsistent_offsets"] = 0
         by_p[e["partition"]].append(e)
     starts = {p: records.epoch_starts(p) for p in by_p} if source == METADATA else {}
@@ -128,8 +129,9 @@ def judge(rf: "RunFindings", records: RunRecords | None, k: int) -> None:
             e["lost_writes"] += 1
         else:
             unattributed += 1
-        where[(p, value)] = {"election": None if e is None else {x: e[x] for x in ("partition", "epoch", "to_leader",
-                                                                                   "time", "offset", "index")},
+        where[(p, value)] = {"election": None if e is None else {x: e[x] for x in ("partition", "kind", "epoch",
+                                                                                   "to_leader", "time", "offset",
+                                                                                   "index")},
                              "basis": why, "replicas": presence(records, p, value) if records.replicas else None}
     for p, offset, t in rf.inconsistent:
         e, _ = attribute(by_p.get(p, []), offset, t, starts.get(p) if source == METADATA else None)

@@ -36,6 +36,9 @@ RECOVERING = 1
 
 # election kinds of a partition change that sets a leader
 CREATE, FROM_ISR, FROM_ELR, UNCLEAN, LEADERLESS = "create", "isr", "elr", "unclean", "leaderless"
+LAST_LEADER = "last-leader"
+# elections after which an acknowledged write may be missing from the new leader's log
+REMOVING_KINDS = (UNCLEAN, LAST_LEADER)
 
 
 @dataclass
@@ -81,8 +84,13 @@ def fold_changes(records: list[dict[str, Any]], wall_ns_at_zero: int | None) -> 
     """Each partition's state after every record of it, with the kind of
     election the record made: ``create`` (the partition's first record),
     ``isr`` (a new leader from the previous ISR), ``elr`` (from the previous
-    eligible leader replicas, KIP-966: clean by design), ``unclean`` (from
-    outside both), ``leaderless`` (leader lost), or None (no leader change)."""
+    eligible leader replicas, KIP-966: clean by design), ``last-leader`` (the
+    partition's last known leader, elected back when its ISR and ELR were both
+    empty: KIP-966's balanced recovery, Kafka's default even with unclean
+    election off; it was the last ISR member, but Kafka marks it recovering
+    because an unclean shutdown may have cost it unflushed data),
+    ``unclean`` (from outside all of these), ``leaderless`` (leader lost), or
+    None (no leader change)."""
     state: dict[int, dict[str, Any]] = {}
     out = []
     for rec in records:
@@ -115,6 +123,8 @@ def fold_changes(records: list[dict[str, Any]], wall_ns_at_zero: int | None) -> 
                     kind = FROM_ISR
                 elif leader in prev["elr"]:
                     kind = FROM_ELR
+                elif not prev["isr"] and not prev["elr"] and prev["last_known_elr"] == [leader]:
+                    kind = LAST_LEADER
                 else:
                     kind = UNCLEAN
             for key, name in (("isr", "isr"), ("elr", "eligibleLeaderReplicas"),
@@ -134,7 +144,7 @@ def fold_changes(records: list[dict[str, Any]], wall_ns_at_zero: int | None) -> 
 
 def elections(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The changes that elected a leader (not creation, not leader loss)."""
-    return [c for c in changes if c["kind"] in (FROM_ISR, FROM_ELR, UNCLEAN)]
+    return [c for c in changes if c["kind"] in (FROM_ISR, FROM_ELR, LAST_LEADER, UNCLEAN)]
 
 
 def _read_jsonl(path: Path, header_key: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:

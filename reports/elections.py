@@ -24,10 +24,13 @@ MAX_PARTITIONS = 64
 RECORD_KEYS = ("attributed_to", "attribution", "replicas")   # lost-write witness fields shown here
 
 ELR_LABEL = "ELR election (clean, KIP-966)"
+LAST_LEADER_LABEL = "last known leader re-elected (ISR and ELR empty; KIP-966 balanced recovery, recovering)"
+ELECTION_KINDS = ("isr", "elr", "last-leader", "unclean", "leaderless")
 KIND_LABELS = {
     "create": "partition created",
     "isr": "election from ISR (clean)",
     "elr": ELR_LABEL,
+    "last-leader": LAST_LEADER_LABEL,
     "unclean": "UNCLEAN election",
     "leaderless": "leader lost (no leader)",
 }
@@ -147,7 +150,7 @@ def timeline(results: dict[str, Any] | None, origin: float) -> list[dict[str, An
         for c in cs[:MAX_CHANGES_PER_PARTITION]:
             kind = c.get("kind")
             leader, prev = c.get("leader"), c.get("previous_leader")
-            changed = kind in ("isr", "elr", "unclean", "leaderless")
+            changed = kind in ELECTION_KINDS
             rows.append({
                 "time": workload_secs(c.get("time"), origin),
                 "offset": jtext(c.get("offset"), 20),
@@ -166,7 +169,7 @@ def timeline(results: dict[str, Any] | None, origin: float) -> list[dict[str, An
             })
         counts: dict[str, int] = {}
         for c in cs:
-            if c.get("kind") in ("isr", "elr", "unclean", "leaderless"):
+            if c.get("kind") in ELECTION_KINDS:
                 counts[c["kind"]] = counts.get(c["kind"], 0) + 1
         out.append({"partition": jtext(p, 40), "rows": rows,
                     "more": max(0, len(cs) - MAX_CHANGES_PER_PARTITION),
@@ -203,7 +206,8 @@ def witness_record(w: dict[str, Any], origin: float) -> dict[str, Any] | None:
         if to.get("partition") is not None and jtext(to.get("partition")) != jtext(w.get("partition")):
             bits.append(f"partition {jtext(to.get('partition'), 20)}")
         how = {"epoch": "by leader epoch start offset", "time": "by time only (sampled elections have no epochs)"}
-        text = "unclean election, " + ", ".join(bits) + (f"; attributed {how[basis]}" if isinstance(basis, str) and basis in how else
+        what = "last-leader election" if to.get("kind") == "last-leader" else "unclean election"
+        text = f"{what}, " + ", ".join(bits) + (f"; attributed {how[basis]}" if isinstance(basis, str) and basis in how else
                                                           f"; basis: {jtext(basis, 200)}" if basis else "")
         attributed = True
     else:

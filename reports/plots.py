@@ -212,7 +212,8 @@ def _derive_elections(samples: list[tuple[float, dict[str, Any]]]) -> list[dict[
 
 
 # clean elections from results.json's election list, drawn as small markers (unclean ones are stars)
-CLEAN_KINDS = {"elr": ("D", "#f08c00", "ELR election (clean, KIP-966)"), "isr": ("o", "#2f9e44", "election from ISR")}
+CLEAN_KINDS = {"elr": ("D", "#f08c00", "ELR election (clean, KIP-966)"), "isr": ("o", "#2f9e44", "election from ISR"),
+               "last-leader": ("s", "#862e9c", "last known leader re-elected (ISR and ELR empty)")}
 
 
 def leaders_plot(d: Digest, tl: FaultTimeline, elections: list[dict[str, Any]], derived: bool,
@@ -221,7 +222,8 @@ def leaders_plot(d: Digest, tl: FaultTimeline, elections: list[dict[str, Any]], 
     caption = ("From the metadata samples: bars show each broker's ISR membership, the dark line the "
                "partition leader; red stars mark unclean elections"
                + (" (derived from the samples: results.json is missing)" if derived else "")
-               + ("; orange diamonds ELR elections, green dots elections from the ISR" if clean else "") + ".")
+               + ("; orange diamonds ELR elections, green dots elections from the ISR, purple squares the last "
+                  "known leader re-elected" if clean else "") + ".")
     clean = [e for e in (clean or []) if isinstance(e.get("kind"), str) and e["kind"] in CLEAN_KINDS]
     if not d.samples:
         return Plot("leaders", title, caption, None, "No metadata samples (f \"sample\") in the history.")

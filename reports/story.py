@@ -8,7 +8,7 @@ plain text lines out (the template escapes them). Times are seconds on the
 plots' axis (since the workload started).
 
 The first line tells what happened to acknowledged writes: how many were lost,
-on which partitions, when they were acknowledged, which unclean election they
+on which partitions, when they were acknowledged, which election (unclean or last-leader) they
 are attributed to, whether any replica still has them and which faults were
 active then. Each other failing anomaly type gets one line: count, partitions
 and time span (of the witnesses listed, when the list is bounded).
@@ -63,11 +63,14 @@ def election_text(e: dict[str, Any], origin: float) -> str:
     if e.get("epoch") is not None:
         bits.append(f"epoch {e['epoch']}")
     who = f"{_node(e['to_leader'])} elected" if e.get("to_leader") is not None else "leader elected"
+    when = f" at {e['time'] / 1e9 - origin:.1f} s" if _num(e.get("time")) else ""
+    if e.get("kind") == "last-leader":
+        bits.append(f"{_node(e.get('to_leader'))}, the last known leader, re-elected with ISR and ELR empty")
+        return f"the last-leader election of partition {e.get('partition')}{when} ({', '.join(bits)})"
     if isinstance(e.get("last_elr"), list):
         bits.append(f"{who} outside ISR {_ids(e.get('last_isr'))} ∪ ELR {_ids(e.get('last_elr'))}")
     else:
         bits.append(f"{who} outside the last sampled ISR {_ids(e.get('last_isr'))}")
-    when = f" at {e['time'] / 1e9 - origin:.1f} s" if _num(e.get("time")) else ""
     return f"the unclean election of partition {e.get('partition')}{when} ({', '.join(bits)})"
 
 
@@ -132,7 +135,9 @@ def lost_line(results: dict[str, Any], origin: float, ack_time: Mapping[Any, flo
     a = results["anomalies"]["lost-write"]
     n = a.get("count", 0)
     ws = _dicts(a.get("witnesses"))
-    elections = [e for e in _dicts(results.get("unclean_elections"))]
+    elections = _dicts(results.get("unclean_elections"))
+    record = results.get("elections") if isinstance(results.get("elections"), dict) else {}
+    elections += [e for e in _dicts(record.get("elections")) if e.get("kind") == "last-leader"]
     blamed = [e for e in elections if _num(e.get("lost_writes")) and e["lost_writes"] > 0]
     head = f"{stats['acknowledged']} acknowledged writes; " if _num(stats.get("acknowledged")) else ""
     parts = [as_partition(e.get("partition")) for e in blamed] + [as_partition(w.get("partition")) for w in ws]
@@ -148,12 +153,12 @@ def lost_line(results: dict[str, Any], origin: float, ack_time: Mapping[Any, flo
             text += ", attributed: " + "; ".join(f"{e['lost_writes']} to {election_text(e, origin)}"
                                                   for e in blamed[:MAX_ELECTIONS])
             if len(blamed) > MAX_ELECTIONS:
-                text += f"; and to {len(blamed) - MAX_ELECTIONS} more unclean elections"
+                text += f"; and to {len(blamed) - MAX_ELECTIONS} more elections"
             if _num(unattributed) and unattributed:
-                text += f"; {unattributed} not attributed to any unclean election"
+                text += f"; {unattributed} not attributed to any election"
     elif _num(unattributed) or results.get("unclean_elections") is not None:
-        text += (", none attributed to an unclean election" if elections
-                 else ", with no unclean election observed")
+        text += (", none attributed to an election" if elections
+                 else ", with no unclean or last-leader election observed")
     on = stats.get("lost_writes_on_replicas")
     if isinstance(on, dict):
         absent, present, unread = (on.get(k, 0) or 0 for k in ("absent_everywhere", "present_somewhere", "not_read"))

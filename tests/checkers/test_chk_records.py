@@ -69,6 +69,33 @@ def test_leaderless_then_elr_then_unclean() -> None:
     assert [e["kind"] for e in elections(out)] == ["elr", "unclean"]
 
 
+def test_last_known_leader_back_with_isr_and_elr_empty_is_a_last_leader_election() -> None:
+    """The records of a real power loss of all three brokers (Kafka 4.3.1,
+    flush.messages=1): each broker left the ELR on its unclean shutdown, the
+    last leader stayed in lastKnownElr, and the controller elected it back,
+    recovering, with unclean election off (KIP-966 balanced recovery)."""
+    out = fold_changes([
+        created(leader=2, isr=[2, 3], leaderEpoch=1),
+        change(11, isr=[2], eligibleLeaderReplicas=[3]),
+        change(12, leader=-1, isr=[], eligibleLeaderReplicas=[2, 3], lastKnownElr=[2]),
+        change(13, eligibleLeaderReplicas=[2]),
+        change(14, eligibleLeaderReplicas=[]),
+        change(15, leader=2, isr=[2], leaderRecoveryState=1, lastKnownElr=[]),
+    ], W0)
+    assert [c["kind"] for c in out] == ["create", None, "leaderless", None, None, "last-leader"]
+    assert out[5]["recovering"] is True and out[5]["leader_epoch"] == 3
+    # another broker than the last known leader, with ISR and ELR empty, is unclean
+    other = fold_changes([*(c for c in [created(leader=2, isr=[2, 3], leaderEpoch=1),
+                                        change(12, leader=-1, isr=[], eligibleLeaderReplicas=[], lastKnownElr=[2]),
+                                        change(15, leader=3, isr=[3], leaderRecoveryState=1)])], W0)
+    assert [c["kind"] for c in other] == ["create", "leaderless", "unclean"]
+
+
+def test_lost_write_is_attributed_to_the_last_leader_election_that_removed_it() -> None:
+    last_leader = {"kind": "last-leader", "time": 20, "epoch": 3, "partition": 0}
+    assert attribute([last_leader], offset=50, t=10, epoch_starts={3: 40}) == (last_leader, "epoch")
+
+
 def test_leader_in_isr_and_elr_is_an_isr_election() -> None:
     out = fold_changes([created(), change(11, isr=[1, 2], eligibleLeaderReplicas=[2]), change(12, leader=2)], W0)
     assert out[-1]["kind"] == "isr"

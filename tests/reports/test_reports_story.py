@@ -74,7 +74,7 @@ def test_story_with_kafkas_record(fixture_copy):
     first = story(res, d.origin, d.ack_time, tl.intervals)[0]
     assert f"attributed: {n - 5} to the unclean election of partition 0" in first
     assert f"; 3 to the unclean election of partition 2 at {25 - d.origin:.1f} s" in first
-    assert "; 2 not attributed to any unclean election" in first
+    assert "; 2 not attributed to any election" in first
     assert f"{n - 1} absent from every replica, 1 still on a replica (never served)" in first
     assert "on partitions 0, 2" in first
 
