@@ -4,7 +4,8 @@ Runs each scenario in examples/ N times and prints, per scenario: runs that
 were invalid, runs with lost writes, runs whose loss the checker attributed to
 an unclean election, the anomaly types seen (runs each appeared in), the
 median lost-write count, and the mean time from the first fault to the first
-lost write (by acknowledgement time). Every run's line also goes to
+lost write (by acknowledgement time), and the mean share of the workload's
+seconds in which some write was acknowledged (writes %). Every run's line also goes to
 ``<store>/detection.jsonl`` as it ends, so an interrupted bench keeps its
 figures; ``--summarize`` prints the table again from the stored run folders.
 
@@ -30,10 +31,14 @@ from checkers.history import START, nemesis_ops, read_history  # noqa: E402
 from checkers.load import read_paired_ops  # noqa: E402
 from checkers.reference import RunIndex, lost_messages  # noqa: E402
 from harness.runner import Runner  # noqa: E402
+from reports.availability import write_availability  # noqa: E402
 from reports.load import anomaly_rows, verdict_of  # noqa: E402
 
-SCENARIOS = ("unclean-election", "acks1-isolated-leader", "safe", "clock-skew")
-EXPECTED = {"unclean-election": False, "acks1-isolated-leader": False, "safe": True}
+SCENARIOS = ("unclean-election", "acks1-isolated-leader", "safe", "clock-skew", "elr-election", "power-loss-all",
+             "power-loss-all-control", "power-loss-elr", "client-cut-leader")
+EXPECTED = {"unclean-election": False, "acks1-isolated-leader": False, "safe": True, "elr-election": True,
+            "power-loss-all": False, "power-loss-all-control": True, "power-loss-elr": True,
+            "client-cut-leader": True}
 
 
 def first_fault_to_first_loss(run_dir: Path, results: dict[str, Any]) -> float | None:
@@ -52,6 +57,18 @@ def first_fault_to_first_loss(run_dir: Path, results: dict[str, Any]) -> float |
     return (first_loss - first_fault) / 1e9
 
 
+def removing_elections(results: dict[str, Any]) -> list[dict[str, Any]]:
+    """Elections lost writes are attributed to: unclean ones, and last-leader ones from the metadata log."""
+    record = (results.get("elections") or {}).get("elections") or []
+    return (results.get("unclean_elections") or []) + [e for e in record if e.get("kind") == "last-leader"]
+
+
+def write_share(run_dir: Path) -> float | None:
+    """The share of the workload's seconds in which some write was acknowledged."""
+    avail = write_availability(read_history(run_dir / "history.jsonl"))
+    return None if avail is None else round(avail.share, 3)
+
+
 def describe(scenario: str, run_dir: Path) -> dict[str, Any]:
     """One run's figures, from its folder."""
     results = json.loads((run_dir / "results.json").read_text())
@@ -61,7 +78,8 @@ def describe(scenario: str, run_dir: Path) -> dict[str, Any]:
             "kafka_version": config.get("kafka_version"), "valid": results.get("valid"),
             "anomalies": counts,
             "unclean_elections": len(results.get("unclean_elections") or []),
-            "attributed": any((e.get("lost_writes") or 0) > 0 for e in results.get("unclean_elections") or []),
+            "attributed": any((e.get("lost_writes") or 0) > 0 for e in removing_elections(results)),
+            "write_share": write_share(run_dir),
             "acknowledged": results.get("stats", {}).get("acknowledged"),
             "fault_to_loss_s": first_fault_to_first_loss(run_dir, results)}
 
@@ -71,16 +89,18 @@ def table(rows: list[dict[str, Any]]) -> None:
     for r in rows:
         by[r["scenario"]].append(r)
     print(f"{'scenario':<22} {'runs':>4} {'invalid':>7} {'valid':>5} {'unknown':>7} {'lost-write':>10} "
-          f"{'attributed':>10} {'median lost':>11} {'fault->loss s':>13}  anomaly types (runs)")
+          f"{'attributed':>10} {'median lost':>11} {'fault->loss s':>13} {'writes %':>8}  anomaly types (runs)")
     for name, rs in by.items():
         verdicts = Counter(verdict_of(r) for r in rs)
         types = Counter(k for r in rs for k in r["anomalies"])
         lost = [r["anomalies"]["lost-write"] for r in rs if "lost-write" in r["anomalies"]]
         delays = [r["fault_to_loss_s"] for r in rs if r["fault_to_loss_s"] is not None]
+        shares = [r["write_share"] for r in rs if r.get("write_share") is not None]
         print(f"{name:<22} {len(rs):>4} {verdicts['invalid']:>7} {verdicts['valid']:>5} {verdicts['unknown']:>7} "
               f"{len(lost):>10} {sum(r['attributed'] for r in rs):>10} "
               f"{(f'{statistics.median(lost):.0f}' if lost else '-'):>11} "
-              f"{(f'{statistics.mean(delays):.1f}' if delays else '-'):>13}  "
+              f"{(f'{statistics.mean(delays):.1f}' if delays else '-'):>13} "
+              f"{(f'{100 * statistics.mean(shares):.0f}' if shares else '-'):>8}  "
               f"{', '.join(f'{k} ({c})' for k, c in types.most_common()) or 'none'}")
     for name, rs in by.items():
         expected = EXPECTED.get(name, True)   # a scenario with no expectation: show what was not valid

@@ -14,6 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness import nemesis_cli, run_cli, suite_cli
+from harness.progress import ConsoleFilter, CurrentStderr
 from infra.distribution import DEFAULT_KAFKA_VERSION
 from infra.errors import KchaosError, UsageError
 
@@ -146,23 +147,14 @@ for _commands in (run_cli, nemesis_cli, suite_cli):
     _commands.register(app)
 
 
-CLIENT_LOGGERS = ("kchaos.librdkafka", "py4j", "pyspark")
-
-
-class _ConsoleFilter(logging.Filter):
-    """Client library lines, at every level, go to the run's kchaos.log only:
-    failed connections to a killed or cut-off broker are what a fault is for,
-    not errors of the run (a default run printed thousands of them)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not record.name.startswith(CLIENT_LOGGERS)
-
-
 def setup_console_logging() -> None:
-    """Warnings of the harness on stderr; the run's kchaos.log gets the rest."""
+    """Warnings of the harness on stderr, client library lines never (until
+    -vv, harness.progress); the run's kchaos.log gets the rest."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     for handler in logging.getLogger().handlers:
-        handler.addFilter(_ConsoleFilter())
+        handler.addFilter(ConsoleFilter())
+        if type(handler) is logging.StreamHandler:
+            handler.setStream(CurrentStderr())
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -40,6 +40,10 @@ class WorkloadConfig:
 class NemesisConfig:
     faults: list[str] = field(default_factory=list)
     interval: float = 15.0
+    # The fault budget (nemesis/budget.py): nodes the random mix may impair at
+    # once; None: as many as leave a controller quorum and min.insync.replicas.
+    budget: int | None = None
+    recovery_window: float = 10.0   # seconds after a fault stops before the next costly one starts
     # Scenario packages take their own knobs; unknown keys are theirs to validate.
     options: dict[str, Any] = field(default_factory=dict)
 
@@ -193,7 +197,8 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise UsageError(f"partitions must be at least 1, got {w.partitions}")
     if not 1 <= w.replication_factor <= cfg.nodes:
         raise UsageError(f"replication factor {w.replication_factor} must be between 1 and the node count {cfg.nodes}")
-    misr = int(cfg.topic.get("min.insync.replicas", 1))
+    misr = cfg.topic.get("min.insync.replicas", 1)
+    misr = int(misr) if str(misr).strip().isdigit() else 1  # not a number: _validate_kafka_settings says so
     if misr > w.replication_factor:
         raise UsageError(f"min.insync.replicas {misr} is above the replication factor {w.replication_factor}")
     if not 0 <= w.send_fraction <= 1:
@@ -202,13 +207,34 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise UsageError("max_batch must be at least 1 and op_timeout positive")
     if cfg.nemesis.interval <= 0:
         raise UsageError(f"nemesis interval must be positive, got {cfg.nemesis.interval:g}")
+    budget = cfg.nemesis.budget
+    if budget is not None and (isinstance(budget, bool) or not isinstance(budget, int) or budget < 0):
+        raise UsageError(f"nemesis budget must be a node count, 0 or more, got {budget!r}")
+    if not 0 <= cfg.nemesis.recovery_window < float("inf"):
+        raise UsageError(f"nemesis recovery_window must be a finite number of seconds, 0 or more, "
+                         f"got {cfg.nemesis.recovery_window:g}")
     if cfg.nemesis.faults:
         from nemesis.packages import build_packages  # raises UsageError naming the valid faults
-        build_packages(list(cfg.nemesis.faults))
+        packages = build_packages(list(cfg.nemesis.faults))
+        moved = sorted(k for k in ("log.dirs", "log.dir", "metadata.log.dir") if k in cfg.broker)
+        if moved and any("power" in p.name for p in packages):
+            raise UsageError(f"power-loss cuts the logs in kchaos's own log dir; it cannot run with [broker] "
+                             f"{', '.join(moved)} set")
     if cfg.seed is not None and not isinstance(cfg.seed, int):
         raise UsageError(f"seed must be an integer, got {cfg.seed!r}")
     _validate_client_settings(cfg)
+    _validate_kafka_settings(cfg)
     return cfg
+
+
+def _validate_kafka_settings(cfg: RunConfig) -> None:
+    """[broker] / [topic] settings, checked by Kafka's own config definitions
+    offline (broker/settings_check.py): one line naming the key, exit 64."""
+    from broker.settings_check import check_settings
+
+    problem = check_settings(cfg.kafka_version, cfg.broker, cfg.topic)
+    if problem is not None:
+        raise UsageError(problem)
 
 
 def offline_client_context(cfg: RunConfig) -> Any:

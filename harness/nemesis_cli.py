@@ -97,8 +97,8 @@ def nemesis_group() -> None:
 
 @nemesis_group.command("partition")
 @click.option("--topology", required=True, type=click.Choice(TOPOLOGIES), help="Who is cut off from whom.")
-@click.option("--node", default=None, help="The node to isolate (isolate-node) or that stops receiving (one-way; "
-              "with --topic and no --node, the partition's leader).")
+@click.option("--node", default=None, help="The node to isolate (isolate-node), to cut the clients from "
+              "(client-cut-node) or that stops receiving (one-way; with --topic and no --node, the partition's leader).")
 @click.option("--from", "senders", multiple=True, help="one-way: the nodes it stops hearing from (default: all others).")
 @topic_option
 @partition_option
@@ -107,13 +107,16 @@ def nemesis_group() -> None:
 @name_option
 def partition_cmd(topology: str, node: str | None, senders: tuple[str, ...], topic: str | None,
                   partition: int | None, ports: str | None, seed: int | None, name: str) -> None:
-    """Partition the network with iptables rules (healed by `kchaos nemesis heal`)."""
+    """Partition the network with iptables rules (healed by `kchaos nemesis heal`).
+
+    The client-* topologies cut this host (where clients run) from some brokers
+    on the client port while the brokers still see each other."""
     from nemesis.partition import START, PartitionNemesis
     value: dict[str, Any] = {"topology": topology}
-    if topology == "isolate-leader" and not topic:
-        raise UsageError("--topology isolate-leader needs --topic (and optionally --partition)")
-    if node and topology not in ("isolate-node", "one-way"):
-        raise UsageError(f"--node applies to isolate-node and one-way, not {topology}")
+    if topology in ("isolate-leader", "client-cut-leader", "client-only-leader") and not topic:
+        raise UsageError(f"--topology {topology} needs --topic (and optionally --partition)")
+    if node and topology not in ("isolate-node", "one-way", "client-cut-node"):
+        raise UsageError(f"--node applies to isolate-node, one-way and client-cut-node, not {topology}")
     if senders and topology != "one-way":
         raise UsageError("--from applies to one-way only")
     for key, v in (("node", node), ("partition", partition), ("seed", seed), ("ports", _parse_ports(ports))):
@@ -198,13 +201,81 @@ def clock_cmd(bump: int | None, strobe: str | None, period: float, duration: flo
         _report(nem.invoke({"f": STROBE, "value": value}))
 
 
+@nemesis_group.command("netem")
+@click.option("--delay", type=float, default=0.0, show_default=True, help="Added delay per packet, ms.")
+@click.option("--jitter", type=float, default=0.0, show_default=True, help="Delay varies by up to this, ms.")
+@click.option("--loss", type=float, default=0.0, show_default=True, help="Packets dropped, percent.")
+@click.option("--reorder", type=float, default=0.0, show_default=True,
+              help="Packets sent at once, ahead of delayed ones, percent (needs --delay).")
+@click.option("--links", default="all", show_default=True,
+              help="Which of the target's outgoing links: all | peers | client | node names and/or client, "
+                   "comma separated (e.g. n2,client).")
+@click.option("--mechanism", type=click.Choice(["auto", "netem", "iptables"]), default="auto", show_default=True,
+              help="tc netem, or iptables loss and an NFQUEUE delayer; auto: netem where the kernel has it.")
+@target_option
+@topic_option
+@partition_option
+@seed_option
+@name_option
+def netem_cmd(delay: float, jitter: float, loss: float, reorder: float, links: str, mechanism: str, target: str,
+              topic: str | None, partition: int | None, seed: int | None, name: str) -> None:
+    """Slow or lossy links on the targets' links, with tc netem or iptables (removed by `kchaos nemesis heal`)."""
+    from nemesis.netem import START, NetemNemesis, links_of, shape_of
+    value = {**_target_value(target, topic, partition, seed), "links": links, "delay_ms": delay,
+             "jitter_ms": jitter, "loss_pct": loss, "reorder_pct": reorder, "mechanism": mechanism}
+    shape_of(value)  # out-of-range parameters: one line, exit 64, before the cluster is looked up
+    links_of(value)
+    _report(NetemNemesis(_context(name, topic, seed)).invoke({"f": START, "value": value}))
+
+
+def _power_value(nodes: str, topic: str | None, partition: int | None, seed: int | None) -> dict[str, Any]:
+    """NODES as a power-loss op value: node names (n1,n2) or one target word."""
+    import re
+    from nemesis.power import TARGETS as POWER_TARGETS
+    words = [w.strip() for w in nodes.split(",") if w.strip()]
+    if len(words) == 1 and words[0] in POWER_TARGETS:
+        value: dict[str, Any] = {"target": words[0]}
+        if words[0] == "leader" and not topic:
+            raise UsageError("power-loss leader needs --topic (and optionally --partition)")
+        if partition is not None:
+            value["partition"] = partition
+        if seed is not None:
+            value["seed"] = seed
+        return value
+    if not words or not all(re.fullmatch(r"n[0-9]+", w) for w in words):
+        raise UsageError(f"unknown power-loss target {nodes!r}; valid: node names (n1,n2,...) or one of "
+                         f"{', '.join(POWER_TARGETS)}")
+    return {"nodes": words}
+
+
+@nemesis_group.command("power-loss")
+@click.argument("nodes")
+@click.option("--restart", is_flag=True, help="Start the brokers again at once (default: left down until "
+              "`kchaos nemesis heal`).")
+@topic_option
+@partition_option
+@seed_option
+@name_option
+def power_loss_cmd(nodes: str, restart: bool, topic: str | None, partition: int | None, seed: int | None,
+                   name: str) -> None:
+    """NODES lose power: SIGKILL, then every log byte Kafka never fsynced is dropped.
+
+    NODES: node names (n1,n2) or one of random, leader, controller, minority,
+    majority, all. Prints per node the offsets each partition log lost."""
+    from nemesis.power import POWER_LOSS, PowerLossNemesis
+    value = _power_value(nodes, topic, partition, seed)
+    if restart:
+        value["restart"] = True
+    _report(PowerLossNemesis(_context(name, topic, seed)).invoke({"f": POWER_LOSS, "value": value}))
+
+
 @nemesis_group.command("heal")
 @click.option("--no-restart", is_flag=True, help="Do not start brokers that are down.")
 @click.option("--restart-skewed", is_flag=True,
               help="Also restart brokers whose clock was skewed (their wall-clock timers stall after a jump back).")
 @name_option
 def heal_cmd(no_restart: bool, restart_skewed: bool, name: str) -> None:
-    """Remove the partition chain, reset clocks, resume and restart brokers."""
+    """Remove the partition chain, netem qdiscs, chains and delayers, reset clocks, resume and restart brokers."""
     from harness.cluster import cluster_attach
     from nemesis.packages import heal_all
     report = heal_all(cluster_attach(name).kafka, restart_dead=not no_restart, restart_skewed=restart_skewed)

@@ -1,43 +1,17 @@
 """`kchaos run`, `kchaos analyze`, `kchaos report`."""
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.text import Text
+
+from harness.progress import ConsoleProgress, verbosity_of, verbosity_options
 
 DEFAULT_CONFIG = Path(__file__).with_name("default.toml")
 console = Console()
 err_console = Console(stderr=True)
-
-
-class Progress:
-    """A live status line on a terminal; a line every few seconds in CI logs."""
-
-    def __init__(self, interval_s: float = 10.0):
-        self.tty = err_console.is_terminal
-        self.interval_s = interval_s
-        self._last = 0.0
-        self._status = err_console.status("starting") if self.tty else None
-
-    def __enter__(self) -> "Progress":
-        if self._status:
-            self._status.__enter__()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._status:
-            self._status.__exit__(*exc)
-
-    def __call__(self, line: str, periodic: bool = False) -> None:
-        if self._status:
-            self._status.update(line)
-            return
-        now = time.monotonic()
-        if not periodic or now - self._last >= self.interval_s:
-            self._last = now if periodic else self._last
-            err_console.print(f"kchaos: {line}", highlight=False)
 
 
 def run_options(f):
@@ -80,15 +54,27 @@ def build_config(config_path: Path | None, **flags):
     return cfgmod.validate(cfg)
 
 
-def execute(cfg) -> int:
+def verdict_line(run_dir: Path) -> Text:
+    """The -q output: the verdict and where the report is, one line."""
+    from reports.load import INVALID, VALID, load_run
+    verdict = load_run(Path(run_dir)).verdict
+    label, style = {VALID: ("valid", "bold green"), INVALID: ("INVALID", "bold red")}.get(
+        verdict, ("unknown", "bold yellow"))
+    return Text(label, style=style) + Text(f"  {Path(run_dir) / 'report.html'}")
+
+
+def execute(cfg, verbosity: int = 0) -> int:
     from harness.runner import Runner
     from reports import console_summary
-    with Progress() as progress:
+    with ConsoleProgress(verbosity) as progress:
         outcome = Runner(cfg, progress).execute()
     if outcome.interrupted:
         err_console.print(f"kchaos: run interrupted; history so far in {outcome.run_dir / 'history.jsonl'}")
         return outcome.exit_code
-    console_summary(outcome.run_dir, console)
+    if verbosity < 0:
+        console.print(verdict_line(outcome.run_dir), soft_wrap=True)
+    else:
+        console_summary(outcome.run_dir, console)
     return outcome.exit_code
 
 
@@ -97,18 +83,24 @@ def register(app: click.Group) -> None:
     @run_options
     @click.option("--inventory", type=click.Path(path_type=Path), default=None,
                   help="Run on the SSH hosts of this inventory (TOML) instead of local containers.")
-    def run_cmd(config_path, **flags) -> int:
+    @verbosity_options
+    def run_cmd(config_path, verbose: int, quiet: bool, **flags) -> int:
         """A chaos run: cluster up, workload under faults, checkers, report.
 
-        Exit 0 valid, 1 anomalies found, 2 unknown, 3 harness error, 64 usage error.
+        The console shows the phase, elapsed and remaining time, op counts, the
+        faults in effect and a line per fault started or healed; client library
+        logs go to the run's kchaos.log. Exit 0 valid, 1 anomalies found,
+        2 unknown, 3 harness error, 64 usage error.
         """
+        verbosity = verbosity_of(verbose, quiet)
         cfg = build_config(config_path, **flags)
-        return execute(cfg)
+        return execute(cfg, verbosity)
 
     @app.command("analyze")
     @click.argument("run_dir", type=click.Path(path_type=Path))
     @click.option("--spark-master", default=None, help="Spark master (default local[2]).")
-    @click.option("--engine", type=click.Choice(["spark", "reference"]), default=None)
+    @click.option("--engine", type=click.Choice(["auto", "spark", "reference"]), default=None,
+                  help="Checker engine (default auto: the reference for small histories, Spark for large).")
     def analyze_cmd(run_dir: Path, spark_master: str | None, engine: str | None) -> int:
         """Re-run the checkers on a stored run and rewrite results and reports."""
         import json

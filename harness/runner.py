@@ -25,6 +25,7 @@ from harness.cluster import ClusterHandle, cluster_up, mark_kept, sweep_dead_run
 from harness.config import RunConfig
 from checkers.history import INFO, INVOKE, NEMESIS, SAMPLER, SEND, FaultTracker, NemesisOp
 from harness.history import HistoryWriter
+from harness.progress import RunListener, as_listener, fault_line
 from harness.store import attach_log_file, new_run_dir, write_json
 
 log = logging.getLogger(__name__)
@@ -87,9 +88,10 @@ class RunOutcome:
 
 
 class Runner:
-    def __init__(self, cfg: RunConfig, progress: Callable[..., None] | None = None):
+    def __init__(self, cfg: RunConfig, progress: Callable[..., None] | RunListener | None = None):
         self.cfg = cfg.with_seed()
         self.progress = progress or (lambda line, periodic=False: None)
+        self.events = as_listener(progress)  # phases, counts, fault lines (harness/progress.py)
         self.stop = threading.Event()            # workers and nemesis: the workload is over
         self.sampling_done = threading.Event()   # the sampler runs on through the final phase
         self.drain_completed: dict[int, bool] = {}
@@ -133,7 +135,7 @@ class Runner:
         except (Interrupted, KeyboardInterrupt) as exc:
             interrupted = True
             log.warning("run interrupted (%s): healing and tearing down", exc)
-            self.progress(f"interrupted ({exc}): healing faults and tearing down")
+            self.events.note(f"interrupted ({exc}): healing faults and tearing down")
         finally:
             # A second Ctrl-C must not leave containers behind: finish the clean-up first.
             for s in previous:
@@ -152,7 +154,12 @@ class Runner:
     def _phase_cluster(self) -> None:
         from broker.lifecycle import BrokerSettings
         cfg = self.cfg
-        self.progress(f"bringing up {cfg.nodes} Kafka {cfg.kafka_version} brokers")
+        if cfg.backend == "docker":  # cached after the first time; cluster_up finds both ready
+            from infra.distribution import resolve_kafka
+            from infra.image import build_node_image
+            self.events.phase("image", f"Kafka {cfg.kafka_version} jars and node image")
+            build_node_image(resolve_kafka(cfg.kafka_version), cfg.base_image)
+        self.events.phase("cluster", f"bringing up {cfg.nodes} Kafka {cfg.kafka_version} brokers")
         settings = BrokerSettings(properties=dict(cfg.broker), features=dict(cfg.broker_features))
         # Unique per run folder, and short: long suite run names must not collide when cut.
         tag = hashlib.sha256(str(self.run_dir.resolve()).encode()).hexdigest()[:8]
@@ -168,6 +175,8 @@ class Runner:
     def _phase_workload(self) -> None:
         cfg = self.cfg
         self.t0 = time.monotonic()
+        self.events.phase("workload", f"{cfg.time_limit:g} s, {cfg.concurrency} workers, faults: "
+                          f"{', '.join(cfg.nemesis.faults) or 'none'}", time_limit=cfg.time_limit)
         if cfg.nemesis.faults:
             import random
             from nemesis.core import NemesisContext
@@ -191,7 +200,7 @@ class Runner:
         every partition to its end (docs/design.md, "One run, end to end")."""
         cfg = self.cfg
         kafka = self.cluster.kafka
-        self.progress("final phase: healing faults, restarting brokers, draining")
+        self.events.phase("final", "healing faults, restarting brokers, draining")
         if self.nemesis is not None:
             from nemesis.packages import final_ops
             for op in final_ops(self.packages):  # HEAL_ORDER first, then scenario packages
@@ -209,7 +218,7 @@ class Runner:
         log.info("pre-drain wait: %s after %.1fs: %s", "reached" if first.get("reached") else "not reached",
                  first.get("waited_s", 0.0), {p: w["why"] for p, w in waits.items()})
         if not first.get("reached", True):
-            self.progress(f"drain wait gave up after {cfg.drain_wait:g}s: {first.get('why')}")
+            self.events.note(f"drain wait gave up after {cfg.drain_wait:g}s: {first.get('why')}")
         time.sleep(cfg.recovery)
         completed = drain(kafka.bootstrap(), TOPIC, cfg.workload.partitions, cfg.consumer, self.recorder.append,
                           cfg.drain_timeout, max_acked=max_acked, wait=waits)
@@ -250,7 +259,7 @@ class Runner:
 
     def _phase_analysis(self) -> RunOutcome:
         run_dir = self.run_dir
-        self.progress("checking the history")
+        self.events.phase("checks", "checking the history")
         from harness.analysis import analyze
         verdict = analyze(run_dir, self.cfg.checker)
         code = {True: EXIT_VALID, False: EXIT_INVALID}.get(verdict, EXIT_UNKNOWN)
@@ -353,8 +362,11 @@ class Runner:
                     "value": {**(op.get("value") or {}), "action": None, "error": str(exc)}}
         done = {k: v for k, v in done.items() if k not in ("index", "time", "process")}
         recorded = self.recorder.append({"process": NEMESIS, **done, "type": INFO, "f": op["f"]})
-        self.faults.add(NemesisOp(index=recorded["index"], invoke_time=recorded["time"], time=recorded["time"],
-                                  f=op["f"], value=recorded.get("value")))
+        event = NemesisOp(index=recorded["index"], invoke_time=recorded["time"], time=recorded["time"],
+                          f=op["f"], value=recorded.get("value"))
+        self.faults.add(event)
+        if event.action is not None or isinstance(event.value, dict) and event.value.get("error"):
+            self.events.fault(fault_line(event))
         return recorded
 
     def _heal_everything(self, restart_dead: bool) -> None:
@@ -390,6 +402,5 @@ class Runner:
         ok = sum(v for (f, t), v in c.items() if t == "ok" and f in ("send", "poll"))
         fail = sum(v for (f, t), v in c.items() if t == "fail")
         info = sum(v for (f, t), v in c.items() if t == "info" and f in ("send", "poll"))
-        faults = ", ".join(self.faults.active_kinds()) or "none"
-        self.progress(f"{time.monotonic() - self.t0:5.1f}/{self.cfg.time_limit:g}s  ok {ok}  fail {fail}  "
-                      f"info {info}  faults: {faults}", periodic=True)
+        faults = list(self.faults.active_kinds())
+        self.events.counts(ok, fail, info, faults)

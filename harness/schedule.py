@@ -2,7 +2,8 @@
 
 Everything is drawn from RNGs derived from the one seed, so the same seed
 and config give the same sequence of ops per worker and the same fault
-timeline, whatever the threads' timing. Values are unique per partition by
+timeline, whatever the threads' timing. The fault timeline keeps to the
+fault budget (``fault_budget``: nemesis/budget.py). Values are unique per partition by
 construction (a worker's message counter interleaved across workers), so no
 shared counter is needed and a value names the send that wrote it.
 """
@@ -65,12 +66,28 @@ def worker_ops(cfg: RunConfig, worker: int) -> Iterator[PlannedOp]:
             yield PlannedOp(delay, "poll", None)
 
 
+def min_insync(cfg: RunConfig) -> int:
+    """The run topic's min.insync.replicas: the topic's setting, else the brokers', else Kafka's 1."""
+    return int(cfg.topic.get("min.insync.replicas", cfg.broker.get("min.insync.replicas", 1)))
+
+
+def fault_budget(cfg: RunConfig):
+    """The random fault mix's budget (nemesis/budget.py): ``nemesis.budget``
+    nodes, or by default as many as leave a controller quorum and
+    min.insync.replicas replicas usable; ``nemesis.recovery_window`` seconds."""
+    from nemesis.budget import Budget, default_nodes
+    nodes = cfg.nemesis.budget
+    if nodes is None:
+        nodes = default_nodes(cfg.nodes, cfg.workload.replication_factor, min_insync(cfg))
+    return Budget(nodes=int(nodes), recovery_s=float(cfg.nemesis.recovery_window), n=cfg.nodes)
+
+
 def fault_plan(cfg: RunConfig) -> list[tuple[float, dict[str, Any]]]:
     if not cfg.nemesis.faults:
         return []
     from nemesis.packages import build_packages, plan
     packages = build_packages(list(cfg.nemesis.faults))
-    return plan(packages, cfg.time_limit, cfg.nemesis.interval, nemesis_rng(cfg.seed))
+    return plan(packages, cfg.time_limit, cfg.nemesis.interval, nemesis_rng(cfg.seed), fault_budget(cfg))
 
 
 def digest(cfg: RunConfig) -> str:

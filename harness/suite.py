@@ -237,36 +237,147 @@ class SuiteRun:
                 self._write(self._data("running", started, t0), earlier)
                 continue
             self.announce(f"{tag}: {p.cell}")
-            rec["started"] = _now_iso()
-            r0 = self.clock()
-            try:
-                attempt = self.runner(p.config, self.progress)
-            except KeyboardInterrupt:
-                attempt = Attempt(None, EXIT_INTERRUPTED, interrupted=True)
-            duration = self.clock() - r0
-            rec["duration_s"] = round(duration, 1)
-            if attempt.run_dir is not None:
-                run_dir = Path(attempt.run_dir)
-                summary = run_summary(run_dir)
-                rec.update(run_dir=_rel(run_dir, self.suite_dir),
-                           seed=p.config.seed if summary["seed"] is None else summary["seed"],
-                           schedule_digest=summary["schedule_digest"], anomalies=summary["anomalies"],
-                           verdict=summary["verdict"])
-                if (run_dir / "report.html").exists():
-                    rec["report"] = _rel(run_dir / "report.html", self.suite_dir)
-            rec["exit_code"] = attempt.exit_code
-            rec["error"] = attempt.error
-            if attempt.interrupted:
-                rec["outcome"] = "interrupted"
-            elif attempt.error is not None or attempt.exit_code == 3:
-                rec["outcome"] = "error"
-            else:
-                rec["outcome"] = {0: "valid", 1: "invalid"}.get(attempt.exit_code, "unknown")
-                rec["verdict"] = rec["outcome"]
+            attempt, duration = run_one(rec, p.config, self.suite_dir, self.runner, self.progress, self.clock, tag)
+            if rec["outcome"] in ("valid", "invalid", "unknown"):
                 self.budget.record(duration, p.config.time_limit)
-            self.announce(f"{tag}: {rec['outcome']} in {duration:.0f} s"
-                          + (f" ({attempt.error})" if attempt.error else ""))
+            self.announce(outcome_line(tag, rec, duration, attempt))
             self._write(self._data("running", started, t0), earlier)
             if attempt.interrupted:
                 return True
         return False
+
+
+def run_one(rec: dict[str, Any], cfg: RunConfig, suite_dir: Path, runner: RunFn, progress: Callable[..., None],
+            clock: Callable[[], float], title: str) -> tuple[Attempt, float]:
+    """Run ``cfg`` and fill ``rec`` (a suite.json run record, or a rerun's)
+    with what became of it; the attempt and its duration."""
+    from harness.progress import as_listener
+    as_listener(progress).begin(title)
+    rec["started"] = _now_iso()
+    r0 = clock()
+    try:
+        attempt = runner(cfg, progress)
+    except KeyboardInterrupt:
+        attempt = Attempt(None, EXIT_INTERRUPTED, interrupted=True)
+    duration = clock() - r0
+    rec["duration_s"] = round(duration, 1)
+    if attempt.run_dir is not None:
+        run_dir = Path(attempt.run_dir)
+        summary = run_summary(run_dir)
+        rec.update(run_dir=_rel(run_dir, suite_dir),
+                   seed=cfg.seed if summary["seed"] is None else summary["seed"],
+                   schedule_digest=summary["schedule_digest"], anomalies=summary["anomalies"],
+                   verdict=summary["verdict"])
+        if (run_dir / "report.html").exists():
+            rec["report"] = _rel(run_dir / "report.html", suite_dir)
+    rec["exit_code"] = attempt.exit_code
+    rec["error"] = attempt.error
+    if attempt.interrupted:
+        rec["outcome"] = "interrupted"
+    elif attempt.error is not None or attempt.exit_code == 3:
+        rec["outcome"] = "error"
+    else:
+        rec["outcome"] = {0: "valid", 1: "invalid"}.get(attempt.exit_code, "unknown")
+        rec["verdict"] = rec["outcome"]
+    return attempt, duration
+
+
+def outcome_line(tag: str, rec: dict[str, Any], duration: float, attempt: Attempt) -> str:
+    """``[2/6] nightly-kill: invalid in 95 s (3 lost-write)``: a suite's line per run."""
+    failing = ", ".join(f"{a.get('count')} {t}" for t, a in (rec.get("anomalies") or {}).items()
+                        if isinstance(a, dict) and not a.get("allowed"))
+    why = attempt.error or failing
+    return f"{tag}: {rec['outcome']} in {duration:.0f} s" + (f" ({why})" if why else "")
+
+
+# ---- rerunning the invalid and unknown runs of a suite run --------------------------
+
+RERUN_OUTCOMES = ("invalid", "unknown")
+
+
+def _rerun_config(suite_dir: Path, rec: dict[str, Any], store: str | None) -> RunConfig:
+    """A run's stored config.json with its seed, validated; stored beside the original
+    (or in ``store``)."""
+    from harness import config as cfgmod
+    from infra.errors import UsageError
+    run_dir = (suite_dir / rec["run_dir"]).resolve()
+    path = run_dir / "config.json"
+    if not path.is_file():
+        raise UsageError(f"{suite_dir}: run {rec.get('index')} ({rec.get('name')}) has no {path}")
+    cfg = cfgmod.load(path)
+    if cfg.seed is None:
+        raise UsageError(f"{path} has no seed: the run cannot be rerun as it ran")
+    cfg.store = store or str(run_dir.parent.parent)
+    cfg.keep_cluster = False
+    try:
+        return cfgmod.validate(cfg)
+    except UsageError as exc:
+        raise UsageError(f"{path}: {exc}") from None
+
+
+def load_suite_json(suite_dir: Path) -> dict[str, Any]:
+    from infra.errors import UsageError
+    data = _read_json(Path(suite_dir) / "suite.json")
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
+        raise UsageError(f"{suite_dir} has no readable suite.json: not a suite folder")
+    if data.get("status") == "running":
+        raise UsageError(f"{suite_dir}: the suite is still running (or was killed); rerun a finished suite")
+    return data
+
+
+class SuiteRerun:
+    """``kchaos suite --rerun-failed SUITE_DIR``: every run whose first outcome
+    was invalid or unknown, run again with its stored config and seed. Each
+    rerun is appended to its record's ``reruns`` in the suite folder's
+    suite.json, the record is marked ``flaky`` when a rerun's verdict disagrees
+    with the original's (``reports.suite.is_flaky``), and index.html and
+    junit.xml are rewritten after every rerun."""
+
+    def __init__(self, suite_dir: Path, store: str | None = None, progress: Callable[..., None] | None = None,
+                 runner: RunFn | None = None, clock: Callable[[], float] = time.monotonic,
+                 announce: Callable[[str], None] | None = None):
+        self.suite_dir = Path(suite_dir)
+        self.data = load_suite_json(self.suite_dir)
+        self.progress = progress or (lambda line, periodic=False: None)
+        self.announce = announce or (lambda line: self.progress(line))
+        self.runner = runner or default_runner
+        self.clock = clock
+        self.records = [r for r in self.data["runs"]
+                        if isinstance(r, dict) and r.get("outcome") in RERUN_OUTCOMES and r.get("run_dir")]
+        # Every config read and validated before the first cluster starts.
+        self.configs = [_rerun_config(self.suite_dir, r, store) for r in self.records]
+
+    def _write(self) -> None:
+        from harness.store import write_json
+        from reports.suite import is_flaky, load_earlier, write_suite_reports
+        for rec in self.records:
+            rec["flaky"] = is_flaky(rec)
+        self.data["flaky"] = sum(1 for r in self.data["runs"] if isinstance(r, dict) and r.get("flaky"))
+        write_json(self.suite_dir / "suite.json", self.data)
+        try:
+            write_suite_reports(self.suite_dir, self.data, load_earlier(self.suite_dir, self.data.get("trend", 10)))
+        except Exception as exc:
+            log.error("rendering the suite index failed: %s", exc, exc_info=True)
+
+    def execute(self) -> int:
+        """The worst rerun's exit code (as a suite's: 0 all valid ... 3), 130 interrupted."""
+        done: list[dict[str, Any]] = []
+        total = len(self.records)
+        for k, (rec, cfg) in enumerate(zip(self.records, self.configs), 1):
+            tag = f"[rerun {k}/{total}] {rec.get('name')}"
+            self.announce(f"{tag}: was {rec['outcome']}, seed {cfg.seed}")
+            again: dict[str, Any] = {"outcome": "pending", "verdict": None, "exit_code": None, "run_dir": None,
+                                     "report": None, "anomalies": {}, "error": None, "seed": cfg.seed,
+                                     "schedule_digest": None, "started": None, "duration_s": None}
+            attempt, duration = run_one(again, cfg, self.suite_dir, self.runner, self.progress, self.clock, tag)
+            rec.setdefault("reruns", []).append(again)
+            done.append(again)
+            disagree = " (flaky: the verdicts disagree)" if again["outcome"] in ("valid", "invalid", "unknown") \
+                and again["outcome"] != rec["outcome"] else ""
+            self.announce(outcome_line(tag, again, duration, attempt) + disagree)
+            self._write()
+            if attempt.interrupted:
+                return EXIT_INTERRUPTED
+        if not done:
+            self._write()
+        return exit_code_of(done)

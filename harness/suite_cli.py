@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from harness.progress import ConsoleProgress, verbosity_of, verbosity_options
 from infra.errors import UsageError
 
 console = Console()
@@ -17,9 +18,16 @@ err_console = Console(stderr=True)
 
 _STYLE = {"valid": "bold green", "invalid": "bold red", "unknown": "bold yellow", "error": "bold magenta",
           "interrupted": "bold yellow", "skipped": "dim", "pending": "dim"}
+_CODE_WORD = {0: "valid", 1: "INVALID", 2: "unknown", 3: "error", 130: "interrupted"}
 
 
-def _print_suite(suite_dir: Path, code: int) -> None:
+def _print_suite(suite_dir: Path, code: int, verbosity: int = 0) -> None:
+    index = Text(str((suite_dir / "index.html").resolve()), style="underline")
+    if verbosity < 0:  # -q: the verdict only
+        word = _CODE_WORD.get(code, str(code))
+        console.print(Text(word, style=_STYLE.get(word.lower(), "bold")) + Text("  ") + index, soft_wrap=True)
+        return
+    from reports.suite import is_flaky
     data = json.loads((suite_dir / "suite.json").read_text())
     table = Table(title=Text(f"kchaos suite: {data['name']}"), title_justify="left")
     for col in ("#", "run", "verdict", "anomalies", "time"):
@@ -27,10 +35,15 @@ def _print_suite(suite_dir: Path, code: int) -> None:
     for r in data["runs"]:
         failing = ", ".join(f"{a['count']} {t}" for t, a in r["anomalies"].items() if not a.get("allowed"))
         note = r.get("error") or r.get("skip_reason") or ""
-        table.add_row(str(r["index"]), Text(r["name"]), Text(r["outcome"], style=_STYLE.get(r["outcome"], "")),
+        verdict = Text(r["outcome"], style=_STYLE.get(r["outcome"], ""))
+        for again in r.get("reruns") or []:
+            verdict += Text(" / rerun ") + Text(str(again.get("outcome")), style=_STYLE.get(again.get("outcome"), ""))
+        if is_flaky(r):
+            verdict += Text(" flaky", style="bold yellow")
+        table.add_row(str(r["index"]), Text(r["name"]), verdict,
                       Text(failing or note), "" if r["duration_s"] is None else f"{r['duration_s']:.0f}s")
     console.print(table)
-    console.print(Text("index: ") + Text(str((suite_dir / "index.html").resolve()), style="underline"))
+    console.print(Text("index: ") + index)
     console.print(f"exit code {code}")
 
 
@@ -60,20 +73,35 @@ def _results(run_dir: Path) -> dict[str, Any] | None:
 
 def register(app: click.Group) -> None:
     @app.command("suite")
-    @click.argument("suite_file", type=click.Path(path_type=Path))
-    @click.option("--store", default=None, help="Store folder (default: the base config's, else ./store).")
+    @click.argument("suite_file", type=click.Path(path_type=Path), required=False)
+    @click.option("--store", default=None, help="Store folder (default: the base config's, else ./store; "
+                  "with --rerun-failed, each original run's store).")
     @click.option("--time-budget", type=float, default=None, help="Seconds for the whole suite (overrides the file).")
-    @click.option("--dry-run", is_flag=True, help="List the runs the matrix expands to, and exit.")
-    def suite_cmd(suite_file: Path, store: str | None, time_budget: float | None, dry_run: bool) -> int:
+    @click.option("--dry-run", is_flag=True, help="List the runs the matrix expands to (or the runs "
+                  "--rerun-failed would rerun), and exit.")
+    @click.option("--rerun-failed", "rerun_dir", type=click.Path(path_type=Path), default=None,
+                  metavar="SUITE_DIR", help="Rerun the invalid and unknown runs of this suite folder with their "
+                  "stored configs and seeds; record the reruns there and mark runs whose verdict changed flaky.")
+    @verbosity_options
+    def suite_cmd(suite_file: Path | None, store: str | None, time_budget: float | None, dry_run: bool,
+                  rerun_dir: Path | None, verbose: int, quiet: bool) -> int:
         """Run a matrix of chaos runs (a suite TOML file), one after another on fresh clusters.
 
-        Writes store/suites/<name>/<timestamp>/ with index.html, junit.xml and suite.json.
+        Writes store/suites/<name>/<timestamp>/ with index.html, junit.xml and suite.json,
+        and prints a line per run with its verdict and its place (k/n).
         Exit 0 all valid, 1 some invalid, 2 some unknown, 3 some harness error (the worst
-        run decides), 64 usage error, 130 interrupted.
+        run decides), 64 usage error, 130 interrupted. With --rerun-failed SUITE_DIR
+        (no suite file), the worst rerun decides.
         """
         from harness import suite_config
-        from harness.run_cli import Progress
         from harness.suite import SuiteRun
+        verbosity = verbosity_of(verbose, quiet)
+        if rerun_dir is not None:
+            if suite_file is not None or time_budget is not None:
+                raise UsageError("--rerun-failed takes a suite folder instead of a suite file (and no --time-budget)")
+            return _rerun_failed(rerun_dir, store, dry_run, verbosity)
+        if suite_file is None:
+            raise UsageError("give a suite file (kchaos suite SUITE_FILE) or --rerun-failed SUITE_DIR")
         suite = suite_config.load(suite_file)
         if time_budget is not None:
             if time_budget <= 0:
@@ -87,11 +115,9 @@ def register(app: click.Group) -> None:
                               highlight=False, soft_wrap=True)
             return 0
         store_dir = Path(planned[0].config.store)
-        def announce(text: str) -> None:
-            err_console.print(f"kchaos suite: {text}", highlight=False, soft_wrap=True)
-        with Progress() as progress:
-            suite_dir, code = SuiteRun(suite, planned, store_dir, progress, announce=announce).execute()
-        _print_suite(suite_dir, code)
+        with ConsoleProgress(verbosity, prefix="kchaos suite") as progress:
+            suite_dir, code = SuiteRun(suite, planned, store_dir, progress, announce=progress.note).execute()
+        _print_suite(suite_dir, code, verbosity)
         return code
 
     @app.command("reproduce")
@@ -101,7 +127,9 @@ def register(app: click.Group) -> None:
     @click.option("--store", default=None, help="Store for the new runs (default: the original's store).")
     @click.option("--time-tolerance", type=click.FloatRange(min=0), default=5.0, show_default=True,
                   help="Seconds two runs' fault steps may be apart (invoke times since the workload started).")
-    def reproduce_cmd(run_dir: Path, times: int, store: str | None, time_tolerance: float) -> int:
+    @verbosity_options
+    def reproduce_cmd(run_dir: Path, times: int, store: str | None, time_tolerance: float, verbose: int,
+                      quiet: bool) -> int:
         """Run again with a stored run's config and seed; compare what ran, side by side.
 
         Compared per reproduction: the fault sequence as executed (the nemesis ops that
@@ -119,8 +147,8 @@ def register(app: click.Group) -> None:
         from harness import config as cfgmod
         from harness import reproduce
         from harness import schedule
-        from harness.run_cli import Progress
         from harness.suite import default_runner
+        verbosity = verbosity_of(verbose, quiet)
         if not run_dir.is_dir():
             raise UsageError(f"{run_dir} is not a run folder")
         from harness.store import resolve_run_dir
@@ -150,7 +178,8 @@ def register(app: click.Group) -> None:
                           soft_wrap=True)
         all_same, failed = True, False
         for i in range(1, times + 1):
-            with Progress() as progress:
+            with ConsoleProgress(verbosity) as progress:
+                progress.begin(f"reproduction {i}/{times}")
                 attempt = default_runner(cfg, progress)
             if attempt.interrupted:
                 console.print(f"reproduction {i}/{times}: interrupted")
@@ -176,3 +205,24 @@ def register(app: click.Group) -> None:
         if failed:
             return 3
         return 0 if all_same else 1
+
+
+def _rerun_failed(suite_dir: Path, store: str | None, dry_run: bool, verbosity: int) -> int:
+    """``kchaos suite --rerun-failed SUITE_DIR`` (see harness.suite.SuiteRerun)."""
+    from harness.suite import SuiteRerun
+    if (suite_dir / "latest").is_dir() and not (suite_dir / "suite.json").exists():
+        suite_dir = (suite_dir / "latest").resolve()   # store/suites/<name>: its newest suite run
+    if not suite_dir.is_dir():
+        raise UsageError(f"{suite_dir} is not a suite folder")
+    with ConsoleProgress(verbosity, prefix="kchaos suite") as progress:
+        rerun = SuiteRerun(suite_dir, store, progress, announce=progress.note)
+        if dry_run:
+            for rec, cfg in zip(rerun.records, rerun.configs):
+                console.print(f"{rec['index']:3d}  {rec['name']}  {rec['outcome']}  seed {cfg.seed}  {rec['cell']}",
+                              highlight=False, soft_wrap=True)
+            return 0
+        if not rerun.records:
+            progress.note("no invalid or unknown runs to rerun")
+        code = rerun.execute()
+    _print_suite(suite_dir, code, verbosity)
+    return code

@@ -26,6 +26,9 @@ SUITE = "bookworm"
 BASE_PACKAGES = (
     "openjdk-17-jre-headless", "iptables", "iproute2", "procps", "libfaketime",
     "openssh-server", "tini", "netcat-openbsd", "ca-certificates-java",
+    # The NFQUEUE delayer of nemesis/netem_nfqueue.py (raw netlink, stdlib only)
+    # on kernels without sch_netem.
+    "python3-minimal",
 )
 BASE_REPO = "kchaos-base"
 NODE_REPO = "kchaos-node"

@@ -6,8 +6,9 @@ talks to Docker or SSH directly.
 
 Modules: ``core`` (the Nemesis protocol, NemesisContext, composition, target
 resolution), ``topology`` (pure networkx topologies, grudges, DROP rules),
-``partition``, ``process`` (kill and pause), ``clock``, ``packages`` (fault
-packages, ``plan``, ``build_nemesis``, ``heal_all``), ``scenarios``. The
+``partition``, ``process`` (kill and pause), ``clock``, ``netem``, ``budget``
+(the fault budget of plans), ``packages`` (fault packages, ``plan``,
+``build_nemesis``, ``heal_all``), ``scenarios``. The
 ``kchaos nemesis`` command is ``harness.nemesis_cli``.
 
 Op names (``f``), in start/stop pairs; every completed value carries
@@ -18,17 +19,20 @@ op                 package      value (invoke -> completed "info")
 =================  ===========  ============================================================
 start-partition    partition    invoke: ``topology`` (isolate-node | isolate-leader |
                                 isolate-controller | halves | majorities-ring | bridge |
-                                one-way) with ``node``/``node_index`` (isolate-node; the
+                                one-way | client-cut-node | client-cut-leader |
+                                client-only-leader) with ``node``/``node_index``
+                                (isolate-node, client-cut-node; the
                                 receiver for one-way, which also takes ``target`` keys as
                                 kill does, plus optional ``from``, the senders),
-                                ``partition``/``partition_index`` (isolate-leader), ``seed``
+                                ``partition``/``partition_index`` (isolate-leader,
+                                client-cut-leader, client-only-leader), ``seed``
                                 (halves, ring, bridge), optional ``ports`` (restrict every
                                 rule to these destination ports, e.g. [9092]).
                                 completed: ``nodes`` (nodes holding rules), ``grudge``
                                 {node: [peers it drops]}, ``rules`` {node: [text]}, and
                                 ``isolated``, ``partition``/``leader``, ``controller``,
-                                ``groups``, ``sees``, ``bridge``, ``receiver``/``senders``
-                                as the topology has them.
+                                ``groups``, ``sees``, ``bridge``, ``receiver``/``senders``,
+                                ``cut``, ``client_reaches`` as the topology has them.
                                 The unclean-election set-up (the leader stops hearing its
                                 followers' replication fetches, controller traffic flows):
                                 ``{"topology": "one-way", "target": "leader", "partition":
@@ -51,6 +55,13 @@ strobe-clock       clock        invoke: target keys, ``offsets_s`` [a, b], ``per
                                 ``duration_s``: flips between a and b every period
                                 (>= 2 s: libfaketime re-reads its file about every 2 s).
 reset-clock        clock        every node back to +0s (stops strobes). ``offset_s``: 0.
+start-netem        netem        invoke: target keys as kill, ``links`` (all | peers | client |
+                                [node names and/or "client"]), ``delay_ms``, ``jitter_ms``,
+                                ``loss_pct``, ``reorder_pct``, ``mechanism`` (auto | netem |
+                                iptables). completed: ``nodes`` shaped, ``to`` {node: "all" or
+                                [destination addresses]}, the shape, ``mechanism`` {node:
+                                "netem" | "iptables"}, ``delayer_pid`` {node: pid}.
+stop-netem         netem        ``nodes``: every node healed (our qdiscs, chains, delayers removed).
 =================  ===========  ============================================================
 
 A nemesis op whose action failed on some nodes completes with

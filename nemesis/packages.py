@@ -24,11 +24,13 @@ from broker.cluster import KafkaCluster
 from broker.lifecycle import PROCESS_PATTERN
 from infra.errors import UsageError
 from infra.node import Node, shell_join
-from nemesis import clock, partition, process
+from nemesis import clock, netem, partition, power, process
+from nemesis.budget import Budget, op_cost
 from nemesis.core import Nemesis, NemesisContext, Op, compose, each, node_names
 
 log = logging.getLogger(__name__)
 
+REDRAWS = 10  # a budgeted plan's tries to draw a start that fits
 INDEX_RANGE = 840  # lcm(1..8): index % n is uniform for every node count up to 8
 SEED_RANGE = 1 << 31
 
@@ -85,11 +87,12 @@ def _target(rng: random.Random) -> dict[str, Any]:
 
 def _draw_partition(rng: random.Random, t: float, time_limit_s: float) -> Op:
     topology = _weighted(rng, [("isolate-node", 2), ("isolate-leader", 3), ("isolate-controller", 1),
-                               ("halves", 2), ("majorities-ring", 1), ("bridge", 1), ("one-way", 1)])
+                               ("halves", 2), ("majorities-ring", 1), ("bridge", 1), ("one-way", 1),
+                               ("client-cut-node", 1), ("client-cut-leader", 2), ("client-only-leader", 1)])
     value: dict[str, Any] = {"fault": "partition", "topology": topology}
-    if topology in ("isolate-node", "one-way"):
+    if topology in ("isolate-node", "one-way", "client-cut-node"):
         value["node_index"] = rng.randrange(INDEX_RANGE)
-    elif topology == "isolate-leader":
+    elif topology in ("isolate-leader", "client-cut-leader", "client-only-leader"):
         value["partition_index"] = rng.randrange(INDEX_RANGE)
     elif topology in ("halves", "majorities-ring", "bridge"):
         value["seed"] = rng.randrange(SEED_RANGE)
@@ -102,6 +105,28 @@ def _draw_kill(rng: random.Random, t: float, time_limit_s: float) -> Op:
 
 def _draw_pause(rng: random.Random, t: float, time_limit_s: float) -> Op:
     return {"f": process.PAUSE, "value": {"fault": "pause", **_target(rng)}}
+
+
+def _draw_client_cut_leader(rng: random.Random, t: float, time_limit_s: float) -> Op:
+    return {"f": partition.START, "value": {"fault": "partition", "topology": "client-cut-leader",
+                                            "partition_index": rng.randrange(INDEX_RANGE)}}
+
+
+def _draw_power(rng: random.Random, t: float, time_limit_s: float) -> Op:
+    return {"f": power.POWER_LOSS, "value": {"fault": power.FAULT, **_target(rng)}}
+
+
+NETEM_DELAYS_MS = (20, 50, 100, 250, 500, 1000)
+
+
+def _draw_netem(rng: random.Random, t: float, time_limit_s: float) -> Op:
+    value: dict[str, Any] = {"fault": "netem", **_target(rng),
+                             "links": _weighted(rng, [("all", 2), ("peers", 2), ("client", 1)])}
+    delay = rng.choice(NETEM_DELAYS_MS) if rng.random() < 0.8 else 0
+    loss = rng.choice((1, 5, 20)) if not delay or rng.random() < 0.3 else 0
+    value.update(delay_ms=delay, jitter_ms=round(delay * rng.choice((0, 0.1, 0.5)), 3), loss_pct=loss,
+                 reorder_pct=rng.choice((0, 0, 10, 25)) if delay else 0)
+    return {"f": netem.START, "value": value}
 
 
 CLOCK_MAGNITUDES_S = (2, 30, 120, 600, 3600)
@@ -131,10 +156,24 @@ PACKAGES: dict[str, FaultPackage] = {
     "clock": FaultPackage(
         "clock", "#2f9e44", (clock.BUMP, clock.STROBE), clock.RESET, clock.ClockNemesis, _draw_clock,
         ({"f": clock.RESET, "value": {"fault": "clock"}},)),
+    "netem": FaultPackage(
+        "netem", "#f08c00", (netem.START,), netem.STOP, netem.NetemNemesis, _draw_netem,
+        ({"f": netem.STOP, "value": {"fault": "netem"}},)),
+}
+# Packages chosen by name only, not part of ``all`` (they share ops with one above).
+BY_NAME_ONLY: dict[str, FaultPackage] = {
+    "client-cut-leader": FaultPackage(
+        "client-cut-leader", "#d6336c", (partition.START,), partition.STOP, partition.PartitionNemesis,
+        _draw_client_cut_leader, ({"f": partition.STOP, "value": {"fault": "partition"}},)),
+    # Loses what Kafka never fsynced (acknowledged writes too, on default flush
+    # settings): a finding of its own, so never in the default mix.
+    "power-loss": FaultPackage(
+        "power-loss", "#5c940d", (power.POWER_LOSS,), power.POWER_ON, power.PowerLossNemesis, _draw_power,
+        ({"f": power.POWER_ON, "value": {"fault": power.FAULT, "target": "all"}},)),
 }
 # The order final heals run in: the network first (so restarted brokers can
 # talk), then paused processes, clocks, and last the restarts.
-HEAL_ORDER = ("partition", "pause", "clock", "kill")
+HEAL_ORDER = ("partition", "netem", "pause", "clock", "kill", "power-loss")
 
 
 def build_packages(names: Iterable[str]) -> list[FaultPackage]:
@@ -142,7 +181,7 @@ def build_packages(names: Iterable[str]) -> list[FaultPackage]:
     ``all`` is every package, ``none`` none. Order of first mention, no repeats."""
     from nemesis.scenarios import SCENARIOS
     out: list = []
-    valid = ", ".join([*PACKAGES, "all", "none", *SCENARIOS])
+    valid = ", ".join([*PACKAGES, "all", "none", *BY_NAME_ONLY, *SCENARIOS])
     for entry in names:
         for raw in str(entry).split(","):
             name = raw.strip().lower()
@@ -152,6 +191,8 @@ def build_packages(names: Iterable[str]) -> list[FaultPackage]:
                 picked = list(PACKAGES.values())
             elif name in PACKAGES:
                 picked = [PACKAGES[name]]
+            elif name in BY_NAME_ONLY:
+                picked = [BY_NAME_ONLY[name]]
             elif name in SCENARIOS:
                 picked = [SCENARIOS[name]]
             else:
@@ -161,7 +202,7 @@ def build_packages(names: Iterable[str]) -> list[FaultPackage]:
 
 
 def plan(packages: Sequence[FaultPackage], time_limit_s: float, interval_s: float,
-         rng: random.Random) -> list[tuple[float, Op]]:
+         rng: random.Random, budget: Budget | None = None) -> list[tuple[float, Op]]:
     """The fault timeline: (seconds since the workload started, op), sorted.
 
     Every ``interval_s`` on average (uniformly 0.5x to 1.5x), one package drawn
@@ -170,6 +211,14 @@ def plan(packages: Sequence[FaultPackage], time_limit_s: float, interval_s: floa
     once, and each start is followed by its stop. Faults still on when the
     time limit nears are stopped, in start order, between the last step and
     the time limit. Deterministic from ``rng``.
+
+    With a ``budget`` (nemesis.budget), the costs of the faults on at once
+    never exceed ``budget.nodes``: a start that does not fit is drawn again (up
+    to REDRAWS times) when nothing costly is on, else the step stops the
+    costly fault that started first instead. A start that costs anything
+    never comes sooner than ``budget.recovery_s`` after a stop: it moves to
+    the end of that recovery window. Scenario packages plan their own steps,
+    outside the budget.
     """
     if interval_s <= 0:
         raise UsageError(f"the nemesis interval must be positive, got {interval_s}")
@@ -181,20 +230,43 @@ def plan(packages: Sequence[FaultPackage], time_limit_s: float, interval_s: floa
     packages = [p for p in packages if isinstance(p, FaultPackage)]
     if not packages:
         return sorted(scenario_ops, key=lambda step: step[0])
-    active: dict[str, Op] = {}
+    active: dict[str, tuple[Op, int]] = {}  # package -> (its stop op, its start's cost)
     t = 0.0
+    quiet_until = 0.0
     while True:
         t += rng.uniform(0.5, 1.5) * interval_s
         if t >= time_limit_s:
             break
         pkg = packages[rng.randrange(len(packages))]
         if pkg.name in active:
-            out.append((round(t, 3), active.pop(pkg.name)))
-        else:
-            out.append((round(t, 3), pkg.draw_start(rng, t, time_limit_s)))
-            active[pkg.name] = pkg.stop_op()
+            out.append((round(t, 3), active.pop(pkg.name)[0]))
+            quiet_until = t + (budget.recovery_s if budget else 0.0)
+            continue
+        start = pkg.draw_start(rng, t, time_limit_s)
+        cost = 0
+        if budget is not None:
+            room = budget.nodes - sum(c for _, c in active.values())
+            cost = op_cost(start, budget.n)
+            costly = [name for name, (_, c) in active.items() if c > 0]
+            if cost > room and costly:
+                out.append((round(t, 3), active.pop(costly[0])[0]))  # make room instead
+                quiet_until = t + budget.recovery_s
+                continue
+            for _ in range(REDRAWS):
+                if cost <= room:
+                    break
+                start = pkg.draw_start(rng, t, time_limit_s)
+                cost = op_cost(start, budget.n)
+            if cost > room:
+                continue  # this package has nothing that fits: a quiet step
+            if cost and t < quiet_until:
+                t = quiet_until
+                if t >= time_limit_s:
+                    break
+        out.append((round(t, 3), start))
+        active[pkg.name] = (pkg.stop_op(), cost)
     last = out[-1][0] if out else 0.0
-    pending = list(active.values())
+    pending = [stop for stop, _ in active.values()]
     for i, op in enumerate(pending, start=1):
         out.append((round(last + (time_limit_s - last) * i / (len(pending) + 1), 3), op))
     return sorted(out + scenario_ops, key=lambda step: step[0])
@@ -229,8 +301,8 @@ SKEW_MARK = "kchaos-skewed"
 
 
 def heal_node_script() -> str:
-    """Remove the chain, stop any clock strobe, reset the clock, SIGCONT the
-    broker. Prints SKEW_MARK when the clock was off true time (or strobing)."""
+    """Remove the chain and our netem qdiscs, chains and delayer, stop any clock strobe, reset the
+    clock, SIGCONT the broker. Prints SKEW_MARK when the clock was off true time (or strobing)."""
     pattern = shell_join([PROCESS_PATTERN])
     faketime = clock.FAKETIME_FILE
     return "\n".join([
@@ -238,6 +310,7 @@ def heal_node_script() -> str:
         f"if pgrep -f {shell_join([clock.STROBE_PATTERN])} >/dev/null 2>&1 || "
         f"{{ [ -f {faketime} ] && ! grep -qx '+0s' {faketime}; }}; then echo {SKEW_MARK}; fi",
         f"( {partition.heal_script()} ) || rc=1",
+        f"( {netem.heal_script()} ) || rc=1",
         f"( {clock._stop_strobe()}; {clock._write(clock.offset_text(0))} ) || rc=1",
         f"pkill -CONT -f {pattern} 2>/dev/null || true",
         "exit $rc",
@@ -246,7 +319,8 @@ def heal_node_script() -> str:
 
 def heal_all(cluster: KafkaCluster, restart_dead: bool = False, restart_skewed: bool = False,
              timeout_s: float = 30.0, restart_timeout_s: float = 90.0) -> dict[str, str]:
-    """Heal every fault on every reachable node: remove the KCHAOS chain, reset
+    """Heal every fault on every reachable node: remove the KCHAOS chain and our
+    netem qdiscs, chains and delayer, reset
     the clock to +0s (stopping strobes), SIGCONT the broker. Then, with
     ``restart_dead``, start brokers that are not running, and with
     ``restart_skewed``, restart (SIGTERM + start) brokers whose clock was off:

@@ -3,11 +3,16 @@
 On each node the ``KCHAOS`` chain is hooked first into INPUT and holds one
 DROP rule per peer it must not hear from (see nemesis.topology). Healing
 unhooks, flushes and deletes that chain only: the node's other rules are left
-alone. The harness host is never a peer, so it keeps reaching every node.
+alone. The harness host (where the clients run) is a peer only in the
+client topologies (``client-cut-node``, ``client-cut-leader``,
+``client-only-leader``): there a broker drops, on its client port, packets
+from the address the host's packets to it carry (on Docker, the run
+network's gateway; found with the host's own routing, ``client_address``).
 """
 from __future__ import annotations
 
 import logging
+import socket
 from typing import Any, Sequence
 
 import networkx as nx
@@ -23,7 +28,8 @@ log = logging.getLogger(__name__)
 CHAIN = "KCHAOS"
 FAULT = "partition"
 TOPOLOGIES = ("isolate-node", "isolate-leader", "isolate-controller", "halves", "majorities-ring",
-              "bridge", "one-way")
+              "bridge", "one-way", "client-cut-node", "client-cut-leader", "client-only-leader")
+CLIENT_TOPOLOGIES = ("client-cut-node", "client-cut-leader", "client-only-leader")
 START, STOP = "start-partition", "stop-partition"
 
 
@@ -66,6 +72,24 @@ def chain_rules(node: Node) -> list[str] | None:
     return [line for line in res.out.splitlines() if line.startswith("-A ")]
 
 
+def client_address(node: Node) -> str:
+    """The source address of the harness host's packets to ``node``: the local
+    end of the host's route to it (no packet is sent)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.connect((node.address, 9))
+        return s.getsockname()[0]
+
+
+def _one_node(ctx: NemesisContext, value: dict[str, Any]) -> list[str]:
+    """The node of ``node``, ``node_index`` or a seeded random draw."""
+    target = value.get("node")
+    spec = {"target": "node", "node": target} if target else \
+        {"target": "node", "node_index": value["node_index"]} if value.get("node_index") is not None else \
+        {"target": "random", "seed": value.get("seed")}
+    nodes, _ = resolve_nodes(ctx, spec)
+    return nodes
+
+
 def resolve_graph(ctx: NemesisContext, value: dict[str, Any]) -> tuple[nx.DiGraph, dict[str, Any]]:
     """The reachability graph an op asks for, and the details that name it."""
     names = node_names(ctx.cluster)
@@ -76,13 +100,22 @@ def resolve_graph(ctx: NemesisContext, value: dict[str, Any]) -> tuple[nx.DiGrap
         details["topology"] = kind
         details["requested"] = value.get("topology")
     if kind == "isolate-node":
-        target = value.get("node")
-        spec = {"target": "node", "node": target} if target else \
-            {"target": "node", "node_index": value["node_index"]} if value.get("node_index") is not None else \
-            {"target": "random", "seed": value.get("seed")}
-        nodes, _ = resolve_nodes(ctx, spec)
+        nodes = _one_node(ctx, value)
         details["isolated"] = nodes
         return topo.isolate(names, nodes), details
+    if kind == "client-cut-node":
+        nodes = _one_node(ctx, value)
+        g = topo.client_cut(names, nodes)
+        details.update(cut=nodes, client_reaches=topo.client_reaches(g))
+        return g, details
+    if kind in ("client-cut-leader", "client-only-leader"):
+        p, leader = partition_leader(ctx, value)
+        details.update(partition=p, leader=leader, topic=value.get("topic") or ctx.topic)
+        if leader is None:  # no leader to cut the clients from (or to keep)
+            return topo.complete(names), details
+        g = topo.client_cut(names, leader) if kind == "client-cut-leader" else topo.client_only(names, leader)
+        details["client_reaches"] = topo.client_reaches(g)
+        return g, details
     if kind == "isolate-leader":
         p, leader = partition_leader(ctx, value)
         details.update(partition=p, leader=leader, topic=value.get("topic") or ctx.topic)
@@ -165,11 +198,17 @@ class PartitionNemesis:
         ports = [int(p) for p in value["ports"]] if value.get("ports") else None
         by_node = topo.rules(graph, ports)
         address = {n.name: n.address for n in cluster.nodes}
+        client = {n.name: client_address(n) for n in cluster.nodes
+                  if any(r.source == topo.CLIENT for r in by_node.get(n.name, []))}
+
+        def addr(holder: str, source: str) -> str:
+            return client[holder] if source == topo.CLIENT else address[source]
 
         def apply(node: Node) -> None:
             node_rules = by_node.get(node.name, [])
             if node_rules:
-                node.run(["sh", "-c", install_script([r.iptables_args(address[r.source]) for r in node_rules])],
+                node.run(["sh", "-c", install_script([r.iptables_args(addr(node.name, r.source))
+                                                      for r in node_rules])],
                          timeout=30)
             else:
                 heal_node(node)
@@ -178,7 +217,7 @@ class PartitionNemesis:
         affected = topo.sort_nodes(n for n, lst in by_node.items() if lst)
         out = {"fault": FAULT, **details, "nodes": affected,
                "grudge": {n: topo.sort_nodes(peers) for n, peers in topo.grudge(graph).items() if peers},
-               "rules": {n: [r.describe(address[r.source]) for r in lst] for n, lst in by_node.items() if lst}}
+               "rules": {n: [r.describe(addr(n, r.source)) for r in lst] for n, lst in by_node.items() if lst}}
         if ports:
             out["ports"] = sorted(set(ports))
         for key in ("seed", "node_index", "partition_index"):

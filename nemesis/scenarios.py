@@ -35,7 +35,8 @@ it and elect another, then heal.
 
 ``power-loss-all``: every broker loses power at once (nemesis.power), then all
 come back. ``power-loss-elr``: a partition's leader loses power, then, once
-another leads, that one too; then both come back.
+another leads, that one too; then both come back. They reuse the power-loss
+nemesis, so they do not combine with the ``power-loss`` package.
 
 Scenario packages are chosen by name (``--nemesis unclean-election``) and are
 not part of ``all``; they reuse the partition and kill nemeses, so they do not

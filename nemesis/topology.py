@@ -20,8 +20,15 @@ per node, one DROP rule per peer, matched on the peer's source address:
   (e.g. only 9092: cut replication and client traffic but keep the KRaft
   controller traffic on 9093).
 
-The harness host is never a node of these graphs, so it keeps reaching every
-node whatever the topology.
+The harness host, where the clients run, is the node ``CLIENT`` ("client").
+A graph without it leaves the clients reaching every node, whatever the
+brokers' topology; a graph with it says which brokers the clients reach.
+The client holds no rules (the harness host is not ours to firewall): a
+missing edge between the client and broker v, in either direction, becomes
+a DROP rule on v for the host's address, on Kafka's client port (9092) only,
+so the harness's own control connections (SSH) survive. Brokers never open
+connections to clients, so dropping what the client sends cuts both ways.
+Client edges are symmetric by construction (``with_client``).
 """
 from __future__ import annotations
 
@@ -34,6 +41,8 @@ import networkx as nx
 from broker.config import BROKER_PORT, CONTROLLER_PORT
 
 SERVICE_PORTS: tuple[int, ...] = (BROKER_PORT, CONTROLLER_PORT)
+CLIENT = "client"
+CLIENT_PORTS: tuple[int, ...] = (BROKER_PORT,)
 
 Grudge = dict[str, frozenset[str]]
 
@@ -160,6 +169,51 @@ def one_way(nodes: Iterable[str], receiver: str, senders: Iterable[str] | None =
     return g
 
 
+def with_client(graph: nx.DiGraph, reachable: Iterable[str]) -> nx.DiGraph:
+    """``graph`` plus the client, which reaches (and is reached by) exactly the
+    brokers in ``reachable``."""
+    reachable = list(reachable)
+    unknown = set(reachable) - set(graph.nodes)
+    if unknown:
+        raise ValueError(f"unknown nodes {sorted(unknown)}")
+    g = graph.copy()
+    if CLIENT in g:
+        g.remove_node(CLIENT)
+    g.add_node(CLIENT)
+    for v in reachable:
+        if v != CLIENT:
+            g.add_edge(CLIENT, v)
+            g.add_edge(v, CLIENT)
+    return g
+
+
+def client_cut(nodes: Iterable[str], cut: Iterable[str] | str) -> nx.DiGraph:
+    """Brokers see each other; the client loses ``cut`` and reaches the rest."""
+    names = [n for n in _names(nodes) if n != CLIENT]
+    cut = {cut} if isinstance(cut, str) else set(cut)
+    unknown = cut - set(names)
+    if unknown:
+        raise ValueError(f"cannot cut the client from unknown nodes {sorted(unknown)}")
+    return with_client(complete(names), [n for n in names if n not in cut])
+
+
+def client_only(nodes: Iterable[str], keep: Iterable[str] | str) -> nx.DiGraph:
+    """Brokers see each other; the client reaches ``keep`` only."""
+    names = [n for n in _names(nodes) if n != CLIENT]
+    keep = {keep} if isinstance(keep, str) else set(keep)
+    unknown = keep - set(names)
+    if unknown:
+        raise ValueError(f"the client cannot keep unknown nodes {sorted(unknown)}")
+    return client_cut(names, [n for n in names if n not in keep])
+
+
+def client_reaches(graph: nx.DiGraph) -> list[str]:
+    """The brokers the client reaches (every broker when the graph has no client)."""
+    if CLIENT not in graph:
+        return sort_nodes(graph.nodes)
+    return sort_nodes(v for v in graph.successors(CLIENT) if graph.has_edge(v, CLIENT))
+
+
 def reaches(graph: nx.DiGraph, u: str, v: str) -> bool:
     """Whether u reaches v directly (u == v always does)."""
     return u == v or graph.has_edge(u, v)
@@ -172,9 +226,15 @@ def sees(graph: nx.DiGraph, v: str) -> frozenset[str]:
 
 # -- grudges and rules ---------------------------------------------------------
 def grudge(graph: nx.DiGraph) -> Grudge:
-    """For each node, the peers whose traffic it drops."""
-    return {v: frozenset(u for u in graph.nodes if u != v and not graph.has_edge(u, v))
-            for v in sorted(graph.nodes, key=_node_key)}
+    """For each broker, the peers whose traffic it drops (the client holds none;
+    a broker drops the client when either direction between them is cut)."""
+    def drops(v: str, u: str) -> bool:
+        if u == CLIENT:
+            return not (graph.has_edge(u, v) and graph.has_edge(v, u))
+        return not graph.has_edge(u, v)
+
+    return {v: frozenset(u for u in graph.nodes if u != v and drops(v, u))
+            for v in sorted(graph.nodes, key=_node_key) if v != CLIENT}
 
 
 def graph_from_grudge(nodes: Iterable[str], g: Mapping[str, Iterable[str]]) -> nx.DiGraph:
@@ -211,7 +271,9 @@ def rules(graph: nx.DiGraph, ports: Sequence[int] | None = None) -> dict[str, li
     for v, peers in grudge(graph).items():
         lst = []
         for u in sorted(peers, key=_node_key):
-            if explicit:
+            if u == CLIENT:
+                lst.append(DropRule(u, explicit or CLIENT_PORTS))
+            elif explicit:
                 lst.append(DropRule(u, explicit))
             elif graph.has_edge(v, u):
                 lst.append(DropRule(u, SERVICE_PORTS))  # one-way: v still reaches u

@@ -36,6 +36,10 @@ def console_summary(run_dir: Path, console: Console | None = None) -> None:
             else Text("no", style="dim" if not a.failing else "")
         table.add_row(Text(a.type), count, allowed)
     console.print(table)
+    from .availability import write_availability
+    wa = write_availability(run.ops)
+    if wa is not None:
+        console.print(Text(wa.line()))
     for note in run.notes:
         console.print(Text("note: ", style="yellow") + Text(note))
     for err in run.errors:

@@ -67,6 +67,15 @@ def _stats_rows(stats: dict[str, Any]) -> dict[str, Any]:
     return {"ops": op_rows, "scalars": scalars}
 
 
+def _with_write_share(rows: dict[str, Any], ops: list) -> dict[str, Any]:
+    """The stats rows, led by the share of the workload time with acknowledged writes."""
+    from .availability import write_availability
+    wa = write_availability(ops)
+    if wa is not None:
+        rows["scalars"].insert(0, ("write availability", wa.line()))
+    return rows
+
+
 def _config_rows(config: dict[str, Any]) -> list[tuple[str, str]]:
     return [(jtext(k, 80), jtext(v, 2000)) for k, v in config.items()]
 
@@ -196,7 +205,7 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
         "nemesis_more": max(0, len(tl.events) - MAX_NEMESIS_ROWS),
         "intervals": intervals,
         "fault_colors": sorted(tl.colors.items()),
-        "stats": _stats_rows(stats),
+        "stats": _with_write_share(_stats_rows(stats), run.ops),
         "computed_ops": [{"f": jtext(f, 40), "ok": c.get("ok", 0), "fail": c.get("fail", 0), "info": c.get("info", 0)}
                          for f, c in sorted(d.op_counts.items())],
         "logs": logs,

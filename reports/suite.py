@@ -17,7 +17,11 @@ suite.json (written by ``harness.suite``)::
                "verdict": ..., "exit_code": 0, "seed": 1, "schedule_digest": "...",
                "run_dir": "../../../nightly-partition-s1/20250101T000000",   # relative to the suite folder
                "report": ".../report.html", "anomalies": {"lost-write": {"count": 3, "allowed": false}},
-               "error": null, "skip_reason": null, "started": ISO, "duration_s": 61.2}, ...]}
+               "error": null, "skip_reason": null, "started": ISO, "duration_s": 61.2,
+               # after `kchaos suite --rerun-failed`: each rerun (same fields as a run's
+               # outcome) and whether one disagreed with the original (is_flaky)
+               "reruns": [{"outcome": "valid", "run_dir": ..., "report": ..., ...}], "flaky": true}, ...],
+     "flaky": 1}
 """
 from __future__ import annotations
 
@@ -71,6 +75,31 @@ def load_earlier(suite_dir: Path, n: int) -> list[tuple[str, dict[str, Any]]]:
         if isinstance(data, dict) and isinstance(data.get("runs"), list):
             out.append((d.name, data))
     return out[-n:]
+
+
+VERDICTS = ("valid", "invalid", "unknown")
+
+
+def is_flaky(rec: dict[str, Any]) -> bool:
+    """A run is flaky when a rerun of it (``kchaos suite --rerun-failed``: same
+    config, same seed) reached a verdict other than its own. Reruns that
+    reached none (a harness error, an interrupt) decide nothing."""
+    first = rec.get("outcome")
+    reruns = rec.get("reruns") if isinstance(rec.get("reruns"), list) else []
+    return first in VERDICTS and any(isinstance(r, dict) and r.get("outcome") in VERDICTS
+                                     and r.get("outcome") != first for r in reruns)
+
+
+def _reruns(suite_dir: Path, rec: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for r in rec.get("reruns") if isinstance(rec.get("reruns"), list) else []:
+        if not isinstance(r, dict):
+            continue
+        outcome = _outcome(r)
+        out.append({"outcome": outcome, "label": {"invalid": "INVALID"}.get(outcome, outcome),
+                    "report": _link(suite_dir, r.get("report")), "duration": _fmt_duration(r.get("duration_s")),
+                    "started": jtext(r.get("started"), 40), "error": jtext(r.get("error"), 300)})
+    return out
 
 
 def _outcome(rec: dict[str, Any]) -> str:
@@ -133,12 +162,20 @@ def _trend(suite_dir: Path, rec: dict[str, Any], earlier: list[tuple[str, dict[s
         else:
             outcome = _outcome(match)
             link = _link(suite_dir, f"../{folder}/{match['report']}") if match.get("report") else None
+        flaky = match is not None and is_flaky(match)
         marks.append({"outcome": outcome, "symbol": _SYMBOL[outcome], "link": link, "current": False,
-                      "title": f"{folder}: {'not in that suite run' if outcome == 'absent' else outcome}"})
+                      "flaky": flaky, "title": f"{folder}: {'not in that suite run' if outcome == 'absent' else outcome}"
+                      + (_flaky_title(match) if flaky else "")})
     outcome = _outcome(rec)
-    marks.append({"outcome": outcome, "symbol": _SYMBOL[outcome], "link": None, "title": f"this suite run: {outcome}",
-                  "current": True})
+    flaky = is_flaky(rec)
+    marks.append({"outcome": outcome, "symbol": _SYMBOL[outcome], "link": None, "current": True, "flaky": flaky,
+                  "title": f"this suite run: {outcome}" + (_flaky_title(rec) if flaky else "")})
     return marks
+
+
+def _flaky_title(rec: dict[str, Any]) -> str:
+    again = [str(r.get("outcome")) for r in rec.get("reruns") or [] if isinstance(r, dict)]
+    return f"; flaky: rerun {', '.join(again)}"
 
 
 def _fmt_duration(s: Any) -> str:
@@ -173,6 +210,7 @@ def build_context(suite_dir: Path, data: dict[str, Any], earlier: list[tuple[str
             "run_dir": jtext(rec.get("run_dir"), 400),
             "digest": jtext(rec.get("schedule_digest"), 40),
             "trend": _trend(suite_dir, rec, earlier),
+            "flaky": is_flaky(rec), "reruns": _reruns(suite_dir, rec),
         })
     code = data.get("exit_code")
     verdict, verdict_label = _EXIT_LABEL.get(code, ("running", "running")) if data.get("status") != "running" \
@@ -182,6 +220,9 @@ def build_context(suite_dir: Path, data: dict[str, Any], earlier: list[tuple[str
         counts[r["outcome"]] = counts.get(r["outcome"], 0) + 1
     headline = f"{len(rows)} run{'s' if len(rows) != 1 else ''}: " + ", ".join(
         f"{counts[o]} {o}" for o in OUTCOMES if counts.get(o)) if rows else "no runs"
+    flaky = sum(1 for r in rows if r["flaky"])
+    if flaky:
+        headline += f"; {flaky} flaky (a rerun with the same seed disagreed)"
     summary = [("suite file", jtext(data.get("source"), 300)), ("started", jtext(data.get("started"), 40)),
                ("finished", jtext(data.get("finished"), 40) or "not yet"),
                ("duration", _fmt_duration(data.get("duration_s"))),
@@ -253,6 +294,10 @@ def _run_testsuite(suite_dir: Path, rec: dict[str, Any]) -> ET.Element:
         ts.insert(0, props)
     for key in ("cell", "outcome"):
         ET.SubElement(props, "property", name=key, value=_x(rec.get(key) or ""))
+    reruns = [r for r in rec.get("reruns") or [] if isinstance(r, dict)]
+    if reruns:
+        ET.SubElement(props, "property", name="reruns", value=_x(", ".join(str(r.get("outcome")) for r in reruns)))
+        ET.SubElement(props, "property", name="flaky", value="true" if is_flaky(rec) else "false")
     tests, failures, errors, skipped = _counts(ts)
     classname = "kchaos.suite." + "".join(c if c.isalnum() or c in "_.-" else "_" for c in str(rec.get("name")))
     extra: ET.Element | None = None
@@ -304,4 +349,4 @@ def write_suite_reports(suite_dir: Path, data: dict[str, Any], earlier: list[tup
     return index
 
 
-__all__ = ["write_suite_reports", "load_earlier", "render_index", "suite_junit", "build_context"]
+__all__ = ["write_suite_reports", "load_earlier", "render_index", "suite_junit", "build_context", "is_flaky"]

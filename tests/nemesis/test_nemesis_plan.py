@@ -12,22 +12,28 @@ from nemesis import packages as P
 from nemesis.core import ComposedNemesis, NemesisContext, UnknownNemesisOp, completed, compose
 
 STARTS = {"start-partition": "partition", "kill": "kill", "pause": "pause",
-          "bump-clock": "clock", "strobe-clock": "clock"}
-STOPS = {"stop-partition": "partition", "start": "kill", "resume": "pause", "reset-clock": "clock"}
+          "bump-clock": "clock", "strobe-clock": "clock", "start-netem": "netem"}
+STOPS = {"stop-partition": "partition", "start": "kill", "resume": "pause", "reset-clock": "clock",
+         "stop-netem": "netem"}
+MIX = ["partition", "kill", "pause", "clock", "netem"]
 
 
 def test_build_packages_parses_names():
     assert [p.name for p in P.build_packages(["partition,kill"])] == ["partition", "kill"]
-    assert [p.name for p in P.build_packages(["all"])] == ["partition", "kill", "pause", "clock"]
-    assert [p.name for p in P.build_packages(["clock", "all", " kill "])] == ["clock", "partition", "kill", "pause"]
+    assert [p.name for p in P.build_packages(["all"])][:5] == MIX
+    assert [p.name for p in P.build_packages(["clock", "all", " kill "])][:5] == [
+        "clock", "partition", "kill", "pause", "netem"]
+    assert [p.name for p in P.build_packages(["client-cut-leader"])] == ["client-cut-leader"]
+    assert "client-cut-leader" not in [p.name for p in P.build_packages(["all"])]
     assert P.build_packages(["none"]) == [] and P.build_packages([]) == []
     with pytest.raises(UsageError) as exc:
         P.build_packages(["partition,bogus"])
-    assert "bogus" in str(exc.value) and "partition, kill, pause, clock, all" in str(exc.value)
+    assert "bogus" in str(exc.value) and "partition, kill, pause, clock, netem" in str(exc.value)
+    assert "client-cut-leader" in str(exc.value)
 
 
 def test_packages_have_plot_names_and_colours():
-    for p in P.build_packages(["all"]):
+    for p in [pk for pk in P.build_packages(["all"]) if pk.name in MIX]:
         assert p.color.startswith("#") and len(p.color) == 7
         assert p.stop_f in STOPS and STOPS[p.stop_f] == p.name
         assert all(STARTS[f] == p.name for f in p.start_fs)
@@ -45,7 +51,7 @@ def test_same_seed_same_plan_different_seed_differs():
 
 @settings(max_examples=80, deadline=None)
 @given(st.integers(0, 2**32), st.floats(1, 600), st.floats(0.5, 60),
-       st.lists(st.sampled_from(["partition", "kill", "pause", "clock"]), min_size=1, max_size=4))
+       st.lists(st.sampled_from(MIX), min_size=1, max_size=5))
 def test_every_start_is_stopped_before_the_end(seed, limit, interval, names):
     timeline = _plan(seed, [",".join(names)], limit, interval)
     times = [t for t, _ in timeline]
@@ -66,18 +72,28 @@ def test_every_start_is_stopped_before_the_end(seed, limit, interval, names):
 
 
 def test_plan_targets_are_abstract_and_complete():
-    for _, op in _plan(3, limit=3000):
+    from nemesis.netem import shape_of, links_of
+    from nemesis.partition import TOPOLOGIES
+    seen = set()
+    for _, op in _plan(3, [",".join(MIX)], limit=6000):
         v = op["value"]
         if op["f"] == "start-partition":
-            assert v["topology"] in ("isolate-node", "isolate-leader", "isolate-controller", "halves",
-                                     "majorities-ring", "bridge", "one-way")
+            assert v["topology"] in TOPOLOGIES
+            seen.add(v["topology"])
             need = {"isolate-node": "node_index", "one-way": "node_index", "isolate-leader": "partition_index",
-                    "halves": "seed", "majorities-ring": "seed", "bridge": "seed"}.get(v["topology"])
+                    "halves": "seed", "majorities-ring": "seed", "bridge": "seed", "client-cut-node": "node_index",
+                    "client-cut-leader": "partition_index", "client-only-leader": "partition_index"
+                    }.get(v["topology"])
             assert need is None or need in v
+        elif op["f"] == "start-netem":
+            shape_of(v)  # every drawn shape is valid
+            assert links_of(v) in ("all", "peers", "client")
+            assert v["target"] in ("node", "leader", "controller", "minority", "all")
         elif op["f"] in ("kill", "pause", "bump-clock", "strobe-clock"):
             assert v["target"] in ("node", "leader", "controller", "minority", "all")
         if op["f"] == "strobe-clock":
             assert len(v["offsets_s"]) == 2 and v["period_s"] >= 2 and v["duration_s"] > 0
+    assert {"client-cut-node", "client-cut-leader", "client-only-leader"} <= seen
 
 
 def test_plan_edge_cases():
@@ -88,8 +104,8 @@ def test_plan_edge_cases():
 
 
 def test_final_ops_in_heal_order():
-    ops = P.final_ops(P.build_packages(["kill,clock,partition,pause"]))
-    assert [op["f"] for op in ops] == ["stop-partition", "resume", "reset-clock", "start"]
+    ops = P.final_ops(P.build_packages(["kill,clock,partition,netem,pause"]))
+    assert [op["f"] for op in ops] == ["stop-partition", "stop-netem", "resume", "reset-clock", "start"]
     assert all("fault" in op["value"] for op in ops)
     assert ops[-1]["value"]["target"] == "all"
 
@@ -134,7 +150,7 @@ def test_completed_reports_partial_errors():
 
 
 def test_build_nemesis_handles_every_package_op():
-    pkgs = P.build_packages(["all"])
+    pkgs = [p for p in P.build_packages(["all"]) if p.name in MIX]
     nem = compose([p.make_nemesis() for p in pkgs])
     for _, op in P.plan(pkgs, 600, 5, random.Random(2)):
         assert op["f"] in nem.fs
@@ -153,6 +169,16 @@ def test_build_nemesis_handles_every_package_op():
     ["nemesis", "clock", "--bump", "10", "--reset"],
     ["nemesis", "clock", "--strobe", "1"],
     ["nemesis", "clock", "--strobe", "0,60", "--period", "0.5"],
+    ["nemesis", "partition", "--topology", "client-cut-leader"],
+    ["nemesis", "partition", "--topology", "client-only-leader", "--node", "n1", "--topic", "t"],
+    ["nemesis", "netem", "--delay", "-5"],
+    ["nemesis", "netem", "--loss", "101"],
+    ["nemesis", "netem", "--delay", "10", "--jitter", "20"],
+    ["nemesis", "netem", "--reorder", "10", "--loss", "1"],
+    ["nemesis", "netem", "--delay", "nan"],
+    ["nemesis", "netem"],
+    ["nemesis", "netem", "--delay", "10", "--target", "nowhere"],
+    ["nemesis", "netem", "--delay", "10", "--links", "n2,elsewhere"],
 ])
 def test_cli_bad_input_exits_64(argv, capsys):
     from harness.cli import main

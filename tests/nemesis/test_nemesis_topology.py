@@ -127,3 +127,51 @@ def test_grudge_round_trip(n, seed):
 
 def test_sort_nodes_is_numeric():
     assert T.sort_nodes(["n10", "n2", "n1"]) == ["n1", "n2", "n10"]
+
+
+# -- the client (the harness host) as a node ------------------------------------------
+def test_graphs_without_the_client_leave_it_everyone():
+    g = T.isolate(N3, "n1")
+    assert T.client_reaches(g) == N3
+    assert all(r.source != T.CLIENT for rules in T.rules(g).values() for r in rules)
+
+
+def test_client_cut_drops_the_host_on_the_client_port_of_the_cut_node_only():
+    g = T.client_cut(N3, "n2")
+    assert T.client_reaches(g) == ["n1", "n3"]
+    assert all(T.reaches(g, u, v) for u in N3 for v in N3), "brokers still see each other"
+    assert T.grudge(g) == {"n1": set(), "n2": {T.CLIENT}, "n3": set()}
+    assert T.rules(g) == {"n1": [], "n2": [T.DropRule(T.CLIENT, (9092,))], "n3": []}
+    assert T.rules(g, ports=[9093])["n2"] == [T.DropRule(T.CLIENT, (9093,))]
+    assert T.CLIENT not in T.grudge(g), "the client holds no rules"
+
+
+def test_client_only_keeps_one_node():
+    g = T.client_only(N3, "n3")
+    assert T.client_reaches(g) == ["n3"]
+    assert {v for v, peers in T.grudge(g).items() if T.CLIENT in peers} == {"n1", "n2"}
+    with pytest.raises(ValueError):
+        T.client_only(N3, "n9")
+    with pytest.raises(ValueError):
+        T.client_cut(N3, ["n9"])
+
+
+def test_a_one_sided_client_edge_still_cuts_the_client():
+    g = T.with_client(T.complete(N3), N3)
+    g.remove_edge("n1", T.CLIENT)  # n1 cannot answer the client: the connection cannot work
+    assert T.grudge(g)["n1"] == {T.CLIENT}
+
+
+@settings(max_examples=40, deadline=None)
+@given(sizes, seeds)
+def test_client_can_join_any_topology(n, seed):
+    rng = random.Random(seed)
+    base = T.halves(names(n), rng)
+    reach = sorted(rng.sample(names(n), rng.randint(0, n)))
+    g = T.with_client(base, reach)
+    assert T.client_reaches(g) == T.sort_nodes(reach)
+    cut = {v for v, peers in T.grudge(g).items() if T.CLIENT in peers}
+    assert cut == set(names(n)) - set(reach)
+    # the brokers' own rules are those of the topology without the client
+    no_client = {v: [r for r in lst if r.source != T.CLIENT] for v, lst in T.rules(g).items()}
+    assert no_client == T.rules(base)

@@ -72,14 +72,23 @@ def test_a_short_run_with_partitions_over_ssh(ssh_env, inventory, tmp_path):
 
 
 def test_clean_with_an_inventory_heals_the_hosts(ssh_env, inventory, ssh_nodes):
+    from nemesis.netem_iptables import DELAY_CHAIN, DELAYER_PATTERN, LOSS_CHAIN
     from nemesis.partition import chain_rules
     for node in ssh_nodes:
         node.run(["sh", "-c", "iptables -w -N KCHAOS && iptables -w -I INPUT -j KCHAOS "
                               "&& iptables -w -A KCHAOS -s 192.0.2.1 -j DROP "
                               f"&& echo +3600s > {FAKETIME_FILE}"])
-        # A stand-in "broker": a process whose command line matches the broker's pattern.
+        # the link faults' chains (loss in filter OUTPUT, delay in mangle INPUT)
+        node.run(["sh", "-c", f"iptables -w -N {LOSS_CHAIN} && iptables -w -I OUTPUT -j {LOSS_CHAIN} "
+                              f"&& iptables -w -A {LOSS_CHAIN} -d 192.0.2.1 -m statistic --mode random "
+                              "--probability 0.5 -j DROP "
+                              f"&& iptables -w -t mangle -N {DELAY_CHAIN} "
+                              f"&& iptables -w -t mangle -I INPUT -j {DELAY_CHAIN}"])
+        # Stand-ins for a broker and the netem delayer: processes whose command
+        # lines match the patterns heal looks for.
         node.run(["bash", "-c", "exec -a 'java kafka.Kafka /etc/kafka/server.properties' sleep 300"],
                  detach=True)
+        node.run(["bash", "-c", "exec -a 'python3 netem_delayer.py --queue 19267' sleep 300"], detach=True)
     assert all(chain_rules(n) for n in ssh_nodes)
     time.sleep(0.5)
     proc = subprocess.run([sys.executable, "-m", "harness.cli", "clean", "--inventory", str(inventory),
@@ -90,6 +99,9 @@ def test_clean_with_an_inventory_heals_the_hosts(ssh_env, inventory, ssh_nodes):
         assert chain_rules(node) is None
         assert node.run(["cat", FAKETIME_FILE]).out == "+0s\n"
         assert node.run(["pgrep", "-f", "kafka[.]Kafka"], check=False).exit == 1
+        assert node.run(["pgrep", "-f", DELAYER_PATTERN], check=False).exit == 1
+        for table, chain in (("filter", LOSS_CHAIN), ("mangle", DELAY_CHAIN)):
+            assert node.run(["iptables", "-w", "-t", table, "-S", chain], check=False).exit != 0, chain
 
 
 def test_heal_hosts_reports_unreachable_hosts_without_raising(ssh_env):

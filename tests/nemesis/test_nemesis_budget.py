@@ -1,0 +1,107 @@
+"""The fault budget and budgeted plans: pure, no Kafka."""
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nemesis import packages as P
+from nemesis.budget import Budget, default_nodes, op_cost
+
+ALL = ["partition", "kill", "pause", "clock", "netem"]
+
+
+def test_default_budget_leaves_a_quorum_and_min_insync():
+    assert default_nodes(3, 3, 2) == 1
+    assert default_nodes(5, 5, 2) == 2          # quorum of 5 tolerates 2
+    assert default_nodes(5, 3, 2) == 1          # a partition's 3 replicas tolerate 1
+    assert default_nodes(7, 5, 2) == 3
+    assert default_nodes(3, 3, 1) == 1          # the quorum, not min ISR, binds
+    assert default_nodes(3, 3, 3) == 1 and default_nodes(1, 1, 1) == 1  # no room: one at a time
+
+
+@pytest.mark.parametrize("op,n,cost", [
+    ({"f": "kill", "value": {"fault": "kill", "target": "node", "node_index": 3}}, 3, 1),
+    ({"f": "kill", "value": {"fault": "kill", "target": "leader"}}, 5, 1),
+    ({"f": "pause", "value": {"fault": "pause", "target": "minority"}}, 5, 2),
+    ({"f": "pause", "value": {"fault": "pause", "target": "all"}}, 3, 3),
+    ({"f": "bump-clock", "value": {"fault": "clock", "target": "all"}}, 3, 0),
+    ({"f": "start-netem", "value": {"fault": "netem", "target": "controller"}}, 3, 1),
+    ({"f": "start-partition", "value": {"fault": "partition", "topology": "isolate-leader"}}, 3, 1),
+    ({"f": "start-partition", "value": {"fault": "partition", "topology": "halves"}}, 3, 1),
+    ({"f": "start-partition", "value": {"fault": "partition", "topology": "halves"}}, 4, 4),
+    ({"f": "start-partition", "value": {"fault": "partition", "topology": "halves"}}, 5, 2),
+    ({"f": "start-partition", "value": {"fault": "partition", "topology": "bridge"}}, 5, 2),
+    ({"f": "start-partition", "value": {"fault": "partition", "topology": "majorities-ring"}}, 3, 1),
+    ({"f": "start-partition", "value": {"fault": "partition", "topology": "majorities-ring"}}, 5, 5),
+    ({"f": "start-partition", "value": {"fault": "partition", "topology": "client-cut-leader"}}, 3, 1),
+    ({"f": "start-partition", "value": {"fault": "partition", "topology": "client-only-leader"}}, 3, 2),
+])
+def test_op_cost(op, n, cost):
+    assert op_cost(op, n) == cost
+
+
+def _walk(timeline, n):
+    """(max cost on at once, starts, [(stop time, next costly start time)])."""
+    active: dict[str, int] = {}
+    worst = starts = 0
+    last_stop = None
+    gaps = []
+    for t, op in timeline:
+        name = {"start-partition": "partition", "stop-partition": "partition", "kill": "kill", "start": "kill",
+                "pause": "pause", "resume": "pause", "bump-clock": "clock", "strobe-clock": "clock",
+                "reset-clock": "clock", "start-netem": "netem", "stop-netem": "netem"}[op["f"]]
+        if op["f"] in ("start-partition", "kill", "pause", "bump-clock", "strobe-clock", "start-netem"):
+            assert name not in active
+            active[name] = op_cost(op, n)
+            starts += 1
+            if active[name] and last_stop is not None:
+                gaps.append((last_stop, t))
+        else:
+            active.pop(name)
+            last_stop = t
+        worst = max(worst, sum(active.values()))
+    return worst, starts, gaps
+
+
+@settings(max_examples=120, deadline=None)
+@given(st.integers(0, 2**32), st.floats(20, 900), st.floats(1, 60), st.integers(3, 7),
+       st.integers(0, 3), st.floats(0, 30),
+       st.lists(st.sampled_from(ALL), min_size=1, max_size=5, unique=True))
+def test_budgeted_plan_keeps_the_budget_and_the_recovery_windows(seed, limit, interval, n, nodes, recovery, names):
+    budget = Budget(nodes=nodes, recovery_s=recovery, n=n)
+    timeline = P.plan(P.build_packages([",".join(names)]), limit, interval, random.Random(seed), budget)
+    assert timeline == P.plan(P.build_packages([",".join(names)]), limit, interval, random.Random(seed), budget)
+    assert all(0 < t < limit for t, _ in timeline) and [t for t, _ in timeline] == sorted(t for t, _ in timeline)
+    worst, _, gaps = _walk(timeline, n)
+    assert worst <= nodes
+    for stop, start in gaps:
+        assert start - stop >= recovery - 1e-3, (stop, start)
+
+
+def test_default_run_has_faults_and_never_two_impairing_ones_at_once():
+    from harness.config import RunConfig
+    from harness.schedule import fault_plan, fault_budget
+    cfg = RunConfig(seed=1, time_limit=600)
+    cfg.nemesis.faults, cfg.nemesis.interval = ["partition", "kill", "pause"], 10
+    assert fault_budget(cfg) == Budget(nodes=1, recovery_s=10.0, n=3)
+    worst, starts, _ = _walk(fault_plan(cfg), 3)
+    assert worst == 1 and starts >= 10
+    cfg.nemesis.budget = 3  # a scenario that asks for more gets overlapping faults again
+    assert max(_walk(fault_plan(cfg), 3)[0] for cfg.seed in range(1, 6)) > 1
+
+
+def test_budget_config_is_validated():
+    from harness.config import RunConfig, validate
+    from infra.errors import UsageError
+    for bad in (-1, 1.5, True):
+        cfg = RunConfig()
+        cfg.nemesis.budget = bad
+        with pytest.raises(UsageError, match="budget"):
+            validate(cfg)
+    cfg = RunConfig()
+    cfg.nemesis.recovery_window = -2.0
+    with pytest.raises(UsageError, match="recovery_window"):
+        validate(cfg)
