@@ -54,9 +54,15 @@ def _target_value(target: str, topic: str | None, partition: int | None, seed: i
     import re
     if target not in TARGETS and not re.fullmatch(r"n[0-9]+", target or ""):
         raise UsageError(f"unknown target {target!r}; valid choices: {', '.join(TARGETS)} or a node name (n1, n2, ...)")
+    return _target_keys(target, topic, partition, seed, "--target leader")
+
+
+def _target_keys(target: str, topic: str | None, partition: int | None, seed: int | None,
+                 what: str) -> dict[str, Any]:
+    """An op value naming a target word, with the partition and seed that pick its node."""
     value: dict[str, Any] = {"target": target}
     if target == "leader" and not topic:
-        raise UsageError("--target leader needs --topic (and optionally --partition)")
+        raise UsageError(f"{what} needs --topic (and optionally --partition)")
     if partition is not None:
         value["partition"] = partition
     if seed is not None:
@@ -234,14 +240,7 @@ def _power_value(nodes: str, topic: str | None, partition: int | None, seed: int
     from nemesis.power import TARGETS as POWER_TARGETS
     words = [w.strip() for w in nodes.split(",") if w.strip()]
     if len(words) == 1 and words[0] in POWER_TARGETS:
-        value: dict[str, Any] = {"target": words[0]}
-        if words[0] == "leader" and not topic:
-            raise UsageError("power-loss leader needs --topic (and optionally --partition)")
-        if partition is not None:
-            value["partition"] = partition
-        if seed is not None:
-            value["seed"] = seed
-        return value
+        return _target_keys(words[0], topic, partition, seed, "power-loss leader")
     if not words or not all(re.fullmatch(r"n[0-9]+", w) for w in words):
         raise UsageError(f"unknown power-loss target {nodes!r}; valid: node names (n1,n2,...) or one of "
                          f"{', '.join(POWER_TARGETS)}")

@@ -187,23 +187,25 @@ def with_client(graph: nx.DiGraph, reachable: Iterable[str]) -> nx.DiGraph:
     return g
 
 
+def _brokers_and(nodes: Iterable[str], chosen: Iterable[str] | str, what: str) -> tuple[list[str], set[str]]:
+    """The broker names (the client left out) and ``chosen``, which must be among them."""
+    names = [n for n in _names(nodes) if n != CLIENT]
+    chosen = {chosen} if isinstance(chosen, str) else set(chosen)
+    unknown = chosen - set(names)
+    if unknown:
+        raise ValueError(f"{what} unknown nodes {sorted(unknown)}")
+    return names, chosen
+
+
 def client_cut(nodes: Iterable[str], cut: Iterable[str] | str) -> nx.DiGraph:
     """Brokers see each other; the client loses ``cut`` and reaches the rest."""
-    names = [n for n in _names(nodes) if n != CLIENT]
-    cut = {cut} if isinstance(cut, str) else set(cut)
-    unknown = cut - set(names)
-    if unknown:
-        raise ValueError(f"cannot cut the client from unknown nodes {sorted(unknown)}")
+    names, cut = _brokers_and(nodes, cut, "cannot cut the client from")
     return with_client(complete(names), [n for n in names if n not in cut])
 
 
 def client_only(nodes: Iterable[str], keep: Iterable[str] | str) -> nx.DiGraph:
     """Brokers see each other; the client reaches ``keep`` only."""
-    names = [n for n in _names(nodes) if n != CLIENT]
-    keep = {keep} if isinstance(keep, str) else set(keep)
-    unknown = keep - set(names)
-    if unknown:
-        raise ValueError(f"the client cannot keep unknown nodes {sorted(unknown)}")
+    names, keep = _brokers_and(nodes, keep, "the client cannot keep")
     return client_cut(names, [n for n in names if n not in keep])
 
 
