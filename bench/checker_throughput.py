@@ -1,22 +1,34 @@
-"""Checker throughput: the full Spark checker suite against a bare scan.
+"""Checker throughput, honestly: from history.jsonl to a verdict, stage by stage.
 
-Generates synthetic histories of 1M and 10M ops straight to Parquet (the
-checkers' schema, vectorised with numpy/pyarrow: Python per-op code would
-take longer than the check), with a sprinkle of injected anomalies, then in
-one Spark session times
+Generates a synthetic history of N ops (vectorised with numpy/pyarrow) with
+injected anomalies, writes it as history.jsonl (the file a run leaves), then
+times what ``kchaos analyze`` does with it:
 
-* bare: read the Parquet, explode the messages, group by (partition, offset);
-* full: ``checkers.check`` on the same file (every anomaly, stats, witnesses).
+* conversion: history.jsonl -> history.parquet (``checkers.load``);
+* engine start: a Spark session (``checkers.session``);
+* checks and witnesses: the Spark engine's jobs (``checkers.spark``);
+* total: conversion + start + ``checkers.analyze_run`` (verdict and results.json);
 
-and prints ops/s and full/bare. Targets: 10M ops in <= 30 s, <= 3x bare.
+and, in the same session, a bare scan of the same Parquet (explode the
+messages, group by (partition, offset)). Every figure is printed with the
+1-minute load average beside it. Exits 1, loudly, if the anomalies found differ
+from those injected (so a fast wrong answer never passes for a result).
 
-    .venv/bin/python bench/checker_throughput.py            # 1M and 10M
-    .venv/bin/python bench/checker_throughput.py --ops 1000000
+``--small`` also times ``kchaos analyze`` (a subprocess, engine auto) on a
+12-op run folder, and ``--threshold`` times the reference engine against Spark
+(start included) at several sizes: the figures behind
+``checkers.REFERENCE_MAX_OPS``.
+
+    .venv/bin/python bench/checker_throughput.py                 # 1M and 10M ops
+    .venv/bin/python bench/checker_throughput.py --ops 1000000 --small
+    .venv/bin/python bench/checker_throughput.py --ops --threshold 50000 100000 200000
 """
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -40,8 +52,9 @@ def _s(a: np.ndarray) -> pa.Array:
     return pc.cast(pa.array(a), pa.string())
 
 
-def _msgs(offsets: np.ndarray, part: np.ndarray, off: np.ndarray, val: np.ndarray) -> pa.Array:
-    inner = pa.StructArray.from_arrays([pa.array(part, pa.int32()), pa.array(off, pa.int64()),
+def _msgs(offsets: np.ndarray, part: np.ndarray, off: np.ndarray, val: np.ndarray,
+          off_null: np.ndarray | None = None) -> pa.Array:
+    inner = pa.StructArray.from_arrays([pa.array(part, pa.int32()), pa.array(off, pa.int64(), mask=off_null),
                                         pa.array(val, pa.int64())], fields=list(MESSAGE_TYPE))
     return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), inner)
 
@@ -144,7 +157,9 @@ def generate(n_ops: int, path: Path, seed: int = 7) -> dict[str, int]:
     flat_part[dst], flat_off[dst], flat_val[dst] = r_part[kept], r_off_dup[kept], r_val_inc[kept]
     d0 = starts_op[n_main + n_ctl + 1]
     flat_part[d0:], flat_off[d0:], flat_val[d0:] = part[d_idx], off[d_idx], val[d_idx]
-    messages = _msgs(starts_op, flat_part, flat_off, flat_val)
+    off_null = np.zeros(len(flat_off), bool)
+    off_null[s_pos[phantom]] = True              # a failed send is as invoked: no offset
+    messages = _msgs(starts_op, flat_part, flat_off, flat_val, off_null)
 
     f = np.empty(n_total, object)
     f[slot_send], f[slot_poll] = "send", "poll"
@@ -190,7 +205,7 @@ def generate(n_ops: int, path: Path, seed: int = 7) -> dict[str, int]:
     value = np.full(n_total, '{"0":[]}', object)
     value[slot_send] = np.asarray(j.to_pylist(), object)
 
-    table = pa.table({
+    columns = {
         "invoke_index": pa.array(inv), "index": pa.array(inv + 1),
         "invoke_time": pa.array(t_inv), "time": pa.array(t_done),
         "process": pa.array(np.where(process < 0, 0, process), mask=process < 0),
@@ -201,7 +216,9 @@ def generate(n_ops: int, path: Path, seed: int = 7) -> dict[str, int]:
         "partition_starts": pa.array(starts, pa.list_(pa.int32())),
         "sample": pa.array(sample, pa.list_(SAMPLE_TYPE)), "controller": pa.nulls(n_total, pa.int32()),
         "fault": pa.nulls(n_total, pa.string()), "value": pa.array(value, pa.string()),
-    }, schema=PARQUET_SCHEMA)
+    }
+    table = pa.table({f.name: columns.get(f.name, pa.nulls(n_total, f.type)) for f in PARQUET_SCHEMA},
+                     schema=PARQUET_SCHEMA)
     pq.write_table(table, path, row_group_size=1_000_000)
     return {"ops": n_total, "messages": int(lens.sum()), **injected}
 
@@ -214,48 +231,228 @@ def bare(spark, path: Path) -> float:
     return time.monotonic() - t0
 
 
-def main() -> None:
+
+def _load() -> str:
+    return f"load {os.getloadavg()[0]:.1f}"
+
+
+def _str(a: pa.Array) -> pa.Array:
+    return pc.cast(a, pa.string())
+
+
+def to_jsonl(table: pa.Table, path: Path) -> None:
+    """The paired rows as a history.jsonl: a header, then per op its invoke
+    (samplers have none) and its completion, in index order. Sends and polls
+    are built in columns; the few other ops one by one."""
+    n = table.num_rows
+    col = {name: table[name].combine_chunks() for name in ("invoke_index", "index", "invoke_time", "time",
+                                                             "process", "role", "type", "f", "drain")}
+    f = col["f"].to_numpy(zero_copy_only=False)
+    role = col["role"].to_numpy(zero_copy_only=False)
+    drain = col["drain"].to_numpy(zero_copy_only=False)
+    client = role == "client"
+    simple = client & ~drain & ((f == "send") | (f == "poll"))
+    msgs = table["messages"].combine_chunks()
+    flat = msgs.flatten()
+    o, v, p = flat.field("offset"), flat.field("value"), flat.field("partition")
+    # sends: [[p,v,o],...] (one message each here); polls: {"p":[[o,v],...]} (one partition each)
+    trip = pc.binary_join_element_wise("[", _str(p), ",", _str(v), ",", pc.fill_null(_str(o), "null"), "]", "")
+    trip_inv = pc.binary_join_element_wise("[", _str(p), ",", _str(v), ",null]", "")
+    pair = pc.binary_join_element_wise("[", _str(o), ",", _str(v), "]", "")
+    offs = msgs.offsets
+
+    def joined(items: pa.Array) -> pa.Array:
+        return pc.binary_join(pa.ListArray.from_arrays(offs, items), ",")
+    parts = table["partitions"].combine_chunks()
+    lens = pc.fill_null(pc.list_value_length(parts), 0).to_numpy()
+    starts = parts.offsets.to_numpy()[:-1]
+    pvals = parts.values.to_numpy(zero_copy_only=False)
+    p0 = pa.array(np.where(lens > 0, pvals[np.minimum(starts, max(len(pvals) - 1, 0))] if len(pvals) else 0, 0))
+    send_v = pc.binary_join_element_wise("[", joined(trip), "]", "")
+    send_iv = pc.binary_join_element_wise("[", joined(trip_inv), "]", "")
+    poll_v = pc.binary_join_element_wise('{"', _str(p0), '":[', joined(pair), "]}", "")
+    is_send = pa.array(f == "send")
+    comp_v = pc.if_else(is_send, send_v, poll_v)
+    inv_v = pc.if_else(is_send, send_iv, pa.scalar("null"))
+    head = lambda i, t: pc.binary_join_element_wise(  # noqa: E731
+        '{"index":', _str(i), ',"time":', _str(t), ',"process":', _str(col["process"]), ',"type":"', "", "")
+    inv_line = pc.binary_join_element_wise(head(col["invoke_index"], col["invoke_time"]), 'invoke","f":"',
+                                           col["f"], '","value":', inv_v, "}", "")
+    comp_line = pc.binary_join_element_wise(head(col["index"], col["time"]), col["type"], '","f":"',
+                                            col["f"], '","value":', comp_v, "}", "")
+    inv_line = inv_line.to_numpy(zero_copy_only=False)
+    comp_line = comp_line.to_numpy(zero_copy_only=False)
+    # the rest (samples, nemesis ops, the assign, drain polls), one by one
+    rows = table.filter(pa.array(~simple)).to_pylist()
+    for i, r in zip(np.flatnonzero(~simple).tolist(), rows):
+        base = {"index": r["index"], "time": r["time"], "process": r["process"] if r["role"] == "client" else r["role"],
+                "type": r["type"], "f": r["f"]}
+        if r["drain"]:
+            base["drain"] = True
+        inv = {**base, "index": r["invoke_index"], "time": r["invoke_time"], "type": "invoke"}
+        if r["f"] == "sample":
+            value = {"controller": 1, "partitions": {str(s["partition"]): {"leader": s["leader"], "isr": s["isr"],
+                                                                            "epoch": s["epoch"]} for s in r["sample"]}}
+            inv = None
+        elif r["role"] == "nemesis":
+            value = {"action": "start" if r["f"].startswith("start") else "stop", "fault": "partition",
+                     "nodes": ["n1"]}
+            inv["value"] = value
+        elif r["f"] == "assign":
+            value = r["partitions"]
+            inv["value"] = value
+        else:                                                   # drain poll
+            value = {}
+            for m in r["messages"]:
+                value.setdefault(str(m["partition"]), []).append([m["offset"], m["value"]])
+            inv["value"] = None
+        comp_line[i] = json.dumps({**base, "value": value}, separators=(",", ":"))
+        inv_line[i] = None if inv is None else json.dumps(inv, separators=(",", ":"))
+    lines = np.empty(2 * n, object)
+    lines[0::2], lines[1::2] = inv_line, comp_line
+    with open(path, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps({"kchaos-history": 2, "wall_ns_at_zero": 0}) + "\n")
+        fh.write("\n".join(x for x in lines if x is not None))
+        fh.write("\n")
+
+
+def expected(info: dict[str, int]) -> dict[str, int]:
+    """What the checkers must find: what ``generate`` injected; the one unclean
+    election its samples stage (partition 0 moves outside its ISR); and what the
+    injections imply for the readers: a lost write's offset is skipped by its
+    partition's consumer and by the drain (two poll-skips), and a duplicate is
+    read at offset o + 10^9 by the partition's consumer, which jumps ahead
+    (a poll-skip) and comes back (a nonmonotonic-poll)."""
+    lost, dup = info["lost-write"], info["duplicate"]
+    return {t: info[t] for t in ("lost-write", "duplicate", "inconsistent-offset", "phantom-write")} | \
+        {"unclean-election": 1, "poll-skip": 2 * lost + dup, "nonmonotonic-poll": dup}
+
+
+def found(res) -> dict[str, int]:
+    import checkers
+    return {t: c for t, c, _ in checkers.summary(res) if c}
+
+
+def make_run(n: int, out: Path) -> tuple[Path, dict[str, int], float]:
+    run = out / f"run-{n}"
+    run.mkdir(parents=True, exist_ok=True)
+    t0 = time.monotonic()
+    tmp = run / "generated.parquet"
+    info = generate(n, tmp)
+    to_jsonl(pq.read_table(tmp), run / "history.jsonl")
+    tmp.unlink()
+    (run / "history.parquet").unlink(missing_ok=True)
+    return run, info, time.monotonic() - t0
+
+
+def one(n: int, out: Path, master: str, driver_memory: str) -> bool:
+    import checkers
+    from checkers.load import history_to_parquet
+    from checkers.session import new_session
+    run, info, gen = make_run(n, out)
+    size = (run / "history.jsonl").stat().st_size
+    print(f"{info['ops']:>11,} ops  {info['messages']:>11,} messages  history.jsonl {size / 1e6:,.0f} MB  "
+          f"(generated in {gen:.1f} s)", flush=True)
+    t_all = time.monotonic()
+    t0 = time.monotonic()
+    history_to_parquet(run / "history.jsonl", run / "history.parquet")
+    conv = time.monotonic() - t0
+    print(f"   conversion      {conv:6.1f} s   {info['ops'] / conv:>11,.0f} ops/s   {_load()}", flush=True)
+    t0 = time.monotonic()
+    spark = new_session(master, {"spark.driver.memory": driver_memory})
+    start = time.monotonic() - t0
+    print(f"   engine start    {start:6.1f} s   {_load()}", flush=True)
+    try:
+        res = checkers.analyze_run(run, {"engine": "spark", "spark_master": master}, spark=spark)
+        total = time.monotonic() - t_all
+        st = res.checker.get("stages", {})
+        print(f"   checks          {st.get('checks', float('nan')):6.1f} s   {_load()}")
+        print(f"   witnesses       {st.get('witnesses', float('nan')):6.1f} s   {_load()}")
+        print(f"   history.jsonl to verdict {total:6.1f} s   {info['ops'] / total:>11,.0f} ops/s   {_load()}")
+        b = bare(spark, run / "history.parquet")
+        check_s = st.get("checks", 0) + st.get("witnesses", 0)
+        print(f"   bare scan+group-by {b:6.1f} s   checks+witnesses/bare {check_s / b:4.1f}x   {_load()}")
+    finally:
+        spark.stop()
+    got, want = found(res), expected(info)
+    print(f"   verdict {res.valid}  anomalies {got}  errors {res.errors}", flush=True)
+    if got != want or res.valid is not False or res.errors:
+        print(f"!! FAILED: anomalies found {got} differ from those injected {want} "
+              f"(or errors {res.errors}, verdict {res.valid})", file=sys.stderr, flush=True)
+        return False
+    return True
+
+
+def small(out: Path) -> bool:
+    """``kchaos analyze`` wall time on a 12-op history (engine auto)."""
+    run = out / "small"
+    run.mkdir(parents=True, exist_ok=True)
+    ops = [{"process": "sampler", "type": "ok", "f": "sample",
+            "value": {"controller": 1, "partitions": {"0": {"leader": 1, "isr": [1, 2, 3], "epoch": 0}}}}]
+    for i in range(5):
+        ops += [{"process": 0, "type": "invoke", "f": "send", "value": [[0, i, None]]},
+                {"process": 0, "type": "ok", "f": "send", "value": [[0, i, i]]}]
+    ops += [{"process": 1, "type": "invoke", "f": "poll", "value": None},
+            {"process": 1, "type": "ok", "f": "poll", "value": {"0": [[i, i] for i in range(5)]}}]
+    with open(run / "history.jsonl", "w") as fh:
+        fh.write(json.dumps({"kchaos-history": 2}) + "\n")
+        for k, op in enumerate(ops[:12]):
+            fh.write(json.dumps({"index": k, "time": k * 1000, **op}) + "\n")
+    kchaos = Path(sys.executable).with_name("kchaos")
+    t0 = time.monotonic()
+    r = subprocess.run([str(kchaos), "analyze", str(run)], capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    engine = json.loads((run / "results.json").read_text())["checker"]
+    print(f"12-op history: kchaos analyze {wall:5.1f} s (exit {r.returncode}, engine {engine.get('engine')}, "
+          f"{engine.get('chosen')})   {_load()}")
+    return r.returncode == 0
+
+
+def threshold(out: Path, master: str, sizes: list[int]) -> None:
+    """Reference vs Spark (its start included, as auto would pay it)."""
+    import checkers
+    for n in sizes:
+        run, info, _ = make_run(n, out)
+        from checkers.load import history_to_parquet
+        history_to_parquet(run / "history.jsonl", run / "history.parquet")
+        t0 = time.monotonic()
+        ref = checkers.check(run / "history.parquet", {"engine": "reference"})
+        t_ref = time.monotonic() - t0
+        t0 = time.monotonic()
+        sp = checkers.check(run / "history.parquet", {"engine": "spark", "spark_master": master})
+        t_sp = time.monotonic() - t0
+        same = found(ref) == found(sp)
+        print(f"{info['ops']:>9,} ops  reference {t_ref:6.1f} s   spark (with start) {t_sp:6.1f} s   "
+              f"agree {same}   {_load()}", flush=True)
+        if not same:
+            print(f"   reference {found(ref)}\n   spark     {found(sp)}", flush=True)
+
+
+def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ops", type=int, nargs="*", default=[1_000_000, 10_000_000])
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--driver-memory", default="3g")
-    ap.add_argument("--dir", type=Path, default=None, help="where to put the Parquet files")
+    ap.add_argument("--dir", type=Path, default=None, help="where to put the run folders")
+    ap.add_argument("--small", action="store_true", help="also time kchaos analyze on a 12-op history")
+    ap.add_argument("--threshold", type=int, nargs="*", default=None, metavar="OPS",
+                    help="also time reference vs Spark at these sizes (default 5k 20k 50k 100k 200k)")
     args = ap.parse_args()
-    import checkers
-    from checkers.session import new_session
-
     tmp = tempfile.TemporaryDirectory(prefix="kchaos-bench-")
     out = args.dir or Path(tmp.name)
     out.mkdir(parents=True, exist_ok=True)
-    spark = new_session(args.master, {"spark.driver.memory": args.driver_memory})
+    ok = True
     try:
-        # Warm up first (JIT, code generation, Python workers) on a small
-        # history, so neither side of the ratio pays the JVM's first-run costs.
-        warm = out / "warmup.parquet"
-        generate(100_000, warm)
-        bare(spark, warm)
-        checkers.check(warm, {"engine": "spark", "spark_master": args.master}, spark=spark)
+        if args.small:
+            ok &= small(out)
+        if args.threshold is not None:
+            threshold(out, args.master, args.threshold or [5_000, 20_000, 50_000, 100_000, 200_000])
         for n in args.ops:
-            path = out / f"history-{n}.parquet"
-            t0 = time.monotonic()
-            info = generate(n, path)
-            gen = time.monotonic() - t0
-            bare(spark, path)                      # warm the file cache
-            b = bare(spark, path)
-            t0 = time.monotonic()
-            res = checkers.check(path, {"engine": "spark", "spark_master": args.master}, spark=spark)
-            full = time.monotonic() - t0
-            counts = {t: c for t, c, _ in checkers.summary(res) if c}
-            print(f"{info['ops']:>11,} ops  {info['messages']:>11,} messages  generated in {gen:5.1f} s")
-            print(f"   bare scan+group-by {b:6.1f} s   full checkers {full:6.1f} s   "
-                  f"{info['ops'] / full:>12,.0f} ops/s   full/bare {full / b:4.2f}x")
-            print(f"   verdict {res.valid}  anomalies {counts}  errors {res.errors}  "
-                  f"(load average {os.getloadavg()[0]:.1f})")
-            sys.stdout.flush()
+            ok &= one(n, out, args.master, args.driver_memory)
     finally:
-        spark.stop()
         tmp.cleanup()
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -6,11 +6,13 @@ Entry points:
 * ``check(history, config)`` - one history (JSONL or Parquet) -> CheckResult.
 * ``check_runs(parquet, config)`` - a Parquet file with a ``run`` column ->
   one CheckResult per run, in one Spark pass.
-* ``analyze_run(run_dir, config)`` - what ``kchaos analyze`` does: history.jsonl
-  -> history.parquet -> results.json.
-* ``write_results``, ``summary``.
+* ``analyze_run(run_dir, config)`` - what ``kchaos analyze`` does: the run's
+  history.parquet (converted from history.jsonl unless it is current) ->
+  results.json.
+* ``write_results``, ``summary``, ``choose_engine``.
 
-Config (a plain dict, every key optional): ``engine`` ("spark" | "reference"),
+Config (a plain dict, every key optional): ``engine`` ("auto" | "spark" |
+"reference"; auto: the reference up to ``REFERENCE_MAX_OPS`` ops, else Spark),
 ``spark_master`` ("local[2]"), ``spark_conf`` (extra Spark settings),
 ``max_witnesses`` (20), ``allowed`` ({anomaly type: reason}; a falsy reason
 takes a default allowance away).
@@ -18,6 +20,7 @@ takes a default allowance away).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
 import logging
 import tempfile
@@ -30,21 +33,62 @@ from .history import HistoryFormatError, history_header
 from .records import RunRecords, load_records
 
 from .common import RunFindings, Settings, assemble, crashed, summary
-from .load import history_to_parquet, is_parquet, iter_parquet_rows, read_paired_ops
+from .load import history_to_parquet, is_parquet, iter_parquet_rows, parquet_is_current, read_paired_ops
 from .model import PairedOp
 from .result import ANOMALY_TYPES, CheckResult
 
 __all__ = ["ANOMALY_TYPES", "CheckResult", "HistoryFormatError", "analyze_run", "check", "check_runs",
-           "history_to_parquet", "summary", "write_results"]
+           "choose_engine", "history_to_parquet", "summary", "write_results"]
 
 log = logging.getLogger(__name__)
 
+# Paired ops up to which "auto" picks the reference engine: below it the
+# reference's verdict comes before a Spark session has even started
+# (bench/checker_throughput.py --threshold; docs/design.md, "What the checkers decide").
+REFERENCE_MAX_OPS = 100_000
 
-def _meta(settings: Settings, t0: float) -> dict[str, Any]:
+
+def history_ops(source: Path) -> int:
+    """Paired ops in a history: Parquet rows from the footers, or, for JSONL,
+    half its lines (an invoke and a completion per op), counted without parsing."""
+    source = Path(source)
+    if is_parquet(source):
+        import pyarrow.parquet as pq
+        files = sorted(source.rglob("*.parquet")) if source.is_dir() else [source]
+        return sum(pq.read_metadata(f).num_rows for f in files)
+    n, buf = 0, bytearray(1 << 24)
+    with open(source, "rb") as fh:
+        while k := fh.readinto(buf):
+            n += buf.count(b"\n", 0, k)
+    return n // 2
+
+
+def choose_engine(source: Path, settings: Settings, spark: Any = None) -> tuple[str, str]:
+    """(engine, why): the configured one, else Spark when a session is given
+    (its start is paid), a non-local master is configured, or the history has
+    more than REFERENCE_MAX_OPS ops; else the reference."""
+    if settings.engine != "auto":
+        return settings.engine, "configured"
+    if spark is not None:
+        return "spark", "auto: a Spark session was given"
+    if not settings.spark_master.startswith("local"):
+        return "spark", f"auto: Spark master {settings.spark_master} configured"
+    n = history_ops(source)
+    if n <= REFERENCE_MAX_OPS:
+        return "reference", f"auto: {n} ops <= {REFERENCE_MAX_OPS}"
+    return "spark", f"auto: {n} ops > {REFERENCE_MAX_OPS}"
+
+
+def _meta(settings: Settings, t0: float, why: str | None = None,
+          stages: dict[str, float] | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {"engine": settings.engine}
+    if why:
+        meta["chosen"] = why
     if settings.engine == "spark":
         meta["master"] = settings.spark_master
     meta["seconds"] = round(time.monotonic() - t0, 3)
+    if stages:
+        meta["stages"] = {k: round(v, 3) for k, v in stages.items()}
     return meta
 
 
@@ -71,10 +115,6 @@ def check_runs(source: str | Path, config: dict[str, Any] | None = None, *,
     return _check(source, config, spark, single=False)
 
 
-def _finish(f: RunFindings, settings: Settings, records: RunRecords | None, t0: float) -> CheckResult:
-    return assemble(f, settings, _meta(settings, t0), records)
-
-
 def _check(source: str | Path, config: dict[str, Any] | None, spark: Any,
            single: bool, records: RunRecords | None = None) -> dict[int, CheckResult]:
     settings = Settings.from_config(config)
@@ -82,6 +122,13 @@ def _check(source: str | Path, config: dict[str, Any] | None, spark: Any,
     source = Path(source)
     if not source.exists():
         raise FileNotFoundError(source)
+    engine, why = choose_engine(source, settings, spark)
+    settings = dataclasses.replace(settings, engine=engine)
+    stages: dict[str, float] = {}
+
+    def _finish(f: RunFindings, settings: Settings, records: RunRecords | None, t0: float) -> CheckResult:
+        return assemble(f, settings, _meta(settings, t0, why, stages), records)
+
     if settings.engine == "reference":
         from . import reference
         findings: dict[int, RunFindings] = {}
@@ -99,16 +146,20 @@ def _check(source: str | Path, config: dict[str, Any] | None, spark: Any,
         if not is_parquet(source):      # the Spark engine reads Parquet: convert first
             tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="kchaos-check-"))
             parquet = Path(tmp) / "history.parquet"
+            t1 = time.monotonic()
             history_to_parquet(source, parquet)
+            stages["convert"] = time.monotonic() - t1
         try:
             from . import spark as spark_engine
             from .session import analysis_session
+            t1 = time.monotonic()
             with analysis_session(settings.spark_master, settings.spark_conf, spark) as sp:
-                findings = spark_engine.analyze_runs(sp, str(parquet), settings)
+                stages["start"] = time.monotonic() - t1
+                findings = spark_engine.analyze_runs(sp, str(parquet), settings, stages)
         except Exception as e:  # noqa: BLE001 - never a pass on a crash
             log.exception("spark analysis crashed")
             text = (str(e).strip().splitlines() or [""])[0][:300]
-            return {0: crashed(settings, _meta(settings, t0), f"spark: {type(e).__name__}: {text}")}
+            return {0: crashed(settings, _meta(settings, t0, why, stages), f"spark: {type(e).__name__}: {text}")}
     if single:
         return {0: _finish(findings.get(0) or _empty(settings), settings, records, t0)}
     results = {r: _finish(f, settings, None, t0) for r, f in findings.items()}
@@ -125,7 +176,9 @@ def write_results(result: CheckResult, path: str | Path) -> None:
 
 
 def analyze_run(run_dir: str | Path, config: dict[str, Any] | None = None, *, spark: Any = None) -> CheckResult:
-    """history.jsonl -> history.parquet -> results.json in ``run_dir``.
+    """history.parquet (the run's own when current, else converted from
+    history.jsonl) -> results.json in ``run_dir``. results.json's "checker"
+    says which engine ran and why, and whether the Parquet was converted.
 
     Config: the "checker" section of run_dir/config.json, overridden by
     ``config``. An unreadable history still gets a results.json (valid
@@ -144,12 +197,19 @@ def analyze_run(run_dir: str | Path, config: dict[str, Any] | None = None, *, sp
     cfg.update(config or {})
     settings = Settings.from_config(cfg)
     t0 = time.monotonic()
+    jsonl, parquet = run_dir / "history.jsonl", run_dir / "history.parquet"
+    converted = not parquet_is_current(jsonl, parquet)
     try:
-        history_to_parquet(run_dir / "history.jsonl", run_dir / "history.parquet")
+        if converted:
+            history_to_parquet(jsonl, parquet)
     except HistoryFormatError as e:
         write_results(crashed(settings, _meta(settings, t0), f"history: {e}"), run_dir / "results.json")
         raise
-    records = load_records(run_dir, history_header(run_dir / "history.jsonl").get("wall_ns_at_zero"))
-    result = check(run_dir / "history.parquet", cfg, spark=spark, records=records)
+    t_convert = time.monotonic() - t0
+    records = load_records(run_dir, history_header(jsonl).get("wall_ns_at_zero"))
+    result = check(parquet, cfg, spark=spark, records=records)
+    result.checker["parquet"] = "converted" if converted else "reused"
+    result.checker.setdefault("stages", {})["convert"] = round(t_convert, 3)
+    result.checker["seconds"] = round(time.monotonic() - t0, 3)
     write_results(result, run_dir / "results.json")
     return result

@@ -32,13 +32,15 @@ SUBSCRIBE_ALLOWED = {
                          "group's last committed offset",
 }
 
+ENGINES = ("auto", "spark", "reference")
+
 SKIPPED_LIMIT = 10      # known offsets listed in a poll-skip witness
 RECENT_NEMESIS = 3      # unpaired nemesis ops shown in a witness context
 
 
 @dataclass
 class Settings:
-    engine: str = "spark"
+    engine: str = "auto"            # "auto": by history size (checkers.choose_engine)
     spark_master: str = "local[2]"
     max_witnesses: int = 20
     allowed: dict[str, Any] = field(default_factory=dict)
@@ -48,14 +50,14 @@ class Settings:
     @classmethod
     def from_config(cls, config: dict[str, Any] | None) -> "Settings":
         config = dict(config or {})
-        s = cls(engine=config.get("engine", "spark"),
+        s = cls(engine=config.get("engine") or "auto",
                 spark_master=config.get("spark_master", "local[2]"),
                 max_witnesses=int(config.get("max_witnesses", 20)),
                 allowed=dict(config.get("allowed") or {}),
                 spark_conf=dict(config.get("spark_conf") or {}),
                 client_settings=config.get("client_settings"))
-        if s.engine not in ("spark", "reference"):
-            raise ValueError(f"unknown checker engine {s.engine!r} (spark or reference)")
+        if s.engine not in ENGINES:
+            raise ValueError(f"unknown checker engine {s.engine!r} ({', '.join(ENGINES)})")
         unknown = set(s.allowed) - set(ANOMALY_TYPES)
         if unknown:
             raise ValueError(f"allowed names unknown anomaly types: {sorted(unknown)}")

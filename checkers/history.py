@@ -23,6 +23,11 @@ f           "send" | "poll" | "assign" | "subscribe" | "sample" | nemesis op
 value       see below
 error       client error text on fail/info (optional)
 node        the node the client talked to (optional)
+producer    on the ops of a pipelined producer's sends (optional): the name of
+            the producer instance (``"p3"``) the message was handed to, unique
+            in the run. Several processes (one per in-flight message) share
+            one producer; sends without it each had a producer of their own
+            process. Old readers that ignore it only check order per process
 drain       true on the final phase's reads of each partition (optional)
 watermarks  on drain poll completions (optional): the partition's
             ``{"log_start": int|null, "high": int|null, "max_acked": int|null}``
@@ -42,7 +47,9 @@ wait        on drain poll completions (optional): the wait before the drain,
 ==========  ==================================================================
 
 Each process has at most one op outstanding: an invoke pairs with the next
-completion of the same process.
+completion of the same process. A pipelined producer (``workloads.pipelined``)
+keeps several sends outstanding, each on a process of its own, all naming
+the same ``producer``; each of its sends is one message.
 
 Values, with one topic per run and the key of a message equal to its partition:
 

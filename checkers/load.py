@@ -1,12 +1,19 @@
 """history.jsonl -> history.parquet, and reading either back as paired ops.
 
-The Parquet file is one row per paired op (schema: ``model.PARQUET_SCHEMA``),
-written in row groups as the history streams past so a long history never sits
-in memory whole. An optional ``run`` column (int32) lets several histories
-share one file; the Spark engine checks each run separately in one pass.
+The Parquet file is one row per paired op (schema: ``model.PARQUET_SCHEMA``).
+An optional ``run`` column (int32) lets several histories share one file; the
+Spark engine checks each run separately in one pass.
+
+A run's history.parquet is written as the run goes (``harness.history``); it
+is current when its footer says it covers the JSONL byte for byte
+(``JSONL_BYTES``). Otherwise (an interrupted run, an old run, a hand-written
+history) ``history_to_parquet`` converts the JSONL, column by column
+(``checkers.convert``) or, for what that cannot read, op by op.
 """
 from __future__ import annotations
 
+import logging
+import os
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -17,18 +24,24 @@ from .history import read_history
 
 from .model import PARQUET_SCHEMA, PairedOp, pair_ops
 
+log = logging.getLogger(__name__)
+
 ROW_GROUP = 50_000
+JSONL_BYTES = b"kchaos-jsonl-bytes"    # footer key: size of the history.jsonl this file pairs
 
 
 def _schema(with_run: bool) -> pa.Schema:
     return PARQUET_SCHEMA.insert(0, pa.field("run", pa.int32())) if with_run else PARQUET_SCHEMA
 
 
-def write_parquet(runs: Iterable[tuple[int | None, Iterable[PairedOp]]], parquet_path: Path) -> int:
+def write_parquet(runs: Iterable[tuple[int | None, Iterable[PairedOp]]], parquet_path: Path,
+                  metadata: dict[bytes, bytes] | None = None) -> int:
     """Write paired ops of one run (run id None: no ``run`` column) or several."""
     runs = list(runs)
     with_run = not (len(runs) == 1 and runs[0][0] is None)
     schema = _schema(with_run)
+    if metadata:
+        schema = schema.with_metadata(metadata)
     parquet_path = Path(parquet_path)
     parquet_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = parquet_path.with_name(parquet_path.name + ".tmp")
@@ -54,10 +67,43 @@ def write_parquet(runs: Iterable[tuple[int | None, Iterable[PairedOp]]], parquet
 
 def history_to_parquet(jsonl_path: Path, parquet_path: Path) -> int:
     """Convert a JSONL history; returns the number of paired ops written.
+    The footer records the JSONL's size (``parquet_is_current``).
 
     Raises HistoryFormatError for a corrupt line other than a truncated last one.
     """
-    return write_parquet([(None, pair_ops(read_history(Path(jsonl_path))))], parquet_path)
+    from .convert import Unsupported, history_table
+    jsonl_path, parquet_path = Path(jsonl_path), Path(parquet_path)
+    size = jsonl_path.stat().st_size
+    try:
+        table = history_table(jsonl_path)
+    except Unsupported as e:
+        log.info("%s: op-by-op conversion (%s)", jsonl_path, e)
+        return write_parquet([(None, pair_ops(read_history(jsonl_path)))], parquet_path,
+                             {JSONL_BYTES: str(size).encode()})
+    parquet_path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = parquet_path.with_name(parquet_path.name + ".tmp")
+    pq.write_table(table.replace_schema_metadata({JSONL_BYTES: str(size).encode()}), tmp,
+                   row_group_size=ROW_GROUP)
+    tmp.replace(parquet_path)
+    return table.num_rows
+
+
+def parquet_is_current(jsonl_path: Path, parquet_path: Path) -> bool:
+    """True when ``parquet_path`` is a complete paired copy of ``jsonl_path`` as
+    it is now: it has a footer (a run killed mid-write leaves none), the
+    checkers' schema, and the JSONL size it was made from equals the file's."""
+    try:
+        meta = pq.read_metadata(parquet_path)
+        schema = pq.read_schema(parquet_path)
+    except (OSError, pa.ArrowException):
+        return False
+    recorded = (meta.metadata or {}).get(JSONL_BYTES)
+    try:
+        size = os.stat(jsonl_path).st_size
+    except OSError:
+        return False
+    return (recorded is not None and recorded.decode() == str(size)
+            and schema.remove_metadata().equals(PARQUET_SCHEMA))
 
 
 def is_parquet(path: Path) -> bool:

@@ -45,6 +45,7 @@ PARQUET_SCHEMA = pa.schema([
     ("drain", pa.bool_()),
     ("error", pa.string()),
     ("node", pa.string()),
+    ("producer", pa.string()),      # a pipelined producer's name (sends keep order per producer)
     ("messages", pa.list_(MESSAGE_TYPE)),
     ("partitions", pa.list_(pa.int32())),   # send: partitions written; poll: reported; assign: named
     ("partition_starts", pa.list_(pa.int32())),  # where each partition's run of messages starts, when
@@ -71,6 +72,7 @@ class PairedOp:
     drain: bool = False
     error: str | None = None
     node: str | None = None
+    producer: str | None = None
     messages: list[Message] = field(default_factory=list)
     partitions: list[int] | None = None
     partition_starts: list[int] | None = None
@@ -92,7 +94,7 @@ class PairedOp:
             "invoke_index": self.invoke_index, "index": self.index,
             "invoke_time": self.invoke_time, "time": self.time,
             "process": self.process, "role": self.role, "type": self.type, "f": self.f,
-            "drain": self.drain, "error": self.error, "node": self.node,
+            "drain": self.drain, "error": self.error, "node": self.node, "producer": self.producer,
             "messages": [{"partition": p, "offset": o, "value": v} for p, o, v in self.messages],
             "partitions": self.partitions, "partition_starts": self.partition_starts,
             "sample": None if self.sample is None else [
@@ -107,7 +109,7 @@ class PairedOp:
             invoke_index=row["invoke_index"], index=row["index"],
             invoke_time=row["invoke_time"], time=row["time"],
             process=row["process"], role=row["role"], type=row["type"], f=row["f"],
-            drain=bool(row["drain"]), error=row["error"], node=row["node"],
+            drain=bool(row["drain"]), error=row["error"], node=row["node"], producer=row.get("producer"),
             messages=[(m["partition"], m["offset"], m["value"]) for m in row["messages"] or []],
             partitions=row["partitions"], partition_starts=row.get("partition_starts"),
             sample=None if row["sample"] is None else [
@@ -127,6 +129,8 @@ def witness_op(row: dict[str, Any]) -> dict[str, Any]:
         "value": None if row["value"] is None else json.loads(row["value"]),
         "error": row["error"], "node": row["node"],
     }
+    if row.get("producer") is not None:
+        op["producer"] = row["producer"]
     if row["drain"]:
         op["drain"] = True
     return op
@@ -165,6 +169,7 @@ def _build(inv: Op | None, comp: Op | None) -> PairedOp:
         type=typ, f=str(first["f"]),
         drain=bool((inv or {}).get("drain") or (comp or {}).get("drain")),
         error=error, node=(comp or {}).get("node") or (inv or {}).get("node"),
+        producer=(comp or {}).get("producer") or (inv or {}).get("producer"),
         value=value,
     )
     if op.f == SEND and is_client:
@@ -183,6 +188,42 @@ def _build(inv: Op | None, comp: Op | None) -> PairedOp:
     return op
 
 
+class Pairer:
+    """Pairs invokes with completions by process as ops arrive, so a writer can
+    pair while it records and a reader after the fact, with one definition.
+
+    ``add`` returns the paired ops an op completes (in completion order),
+    ``finish`` the invokes left outstanding, as ``info`` ops, by index.
+    """
+
+    def __init__(self) -> None:
+        self.pending: dict[Any, Op] = {}
+
+    def add(self, op: Op) -> list[PairedOp]:
+        typ, proc = op.get("type"), op.get("process")
+        key = proc if not isinstance(proc, list | dict) else json.dumps(proc)
+        if typ == INVOKE:
+            out = []
+            if key in self.pending:
+                log.warning("op index %s: process %r invoked again with an op outstanding",
+                            op.get("index"), proc)
+                out.append(_build(self.pending.pop(key), None))
+            self.pending[key] = op
+            return out
+        if typ in COMPLETIONS:
+            inv = self.pending.pop(key, None)
+            if inv is not None and inv.get("f") != op.get("f"):
+                log.warning("op index %s: completion f %r does not match invoke f %r",
+                            op.get("index"), op.get("f"), inv.get("f"))
+            return [_build(inv, op)]
+        raise HistoryFormatError(f"op index {op.get('index')}: unknown type {typ!r}")
+
+    def finish(self) -> list[PairedOp]:
+        out = [_build(inv, None) for inv in sorted(self.pending.values(), key=lambda o: o.get("index", 0))]
+        self.pending.clear()
+        return out
+
+
 def pair_ops(ops: Iterable[Op]) -> Iterator[PairedOp]:
     """Pair invokes with completions by process, yielding in completion order.
 
@@ -190,23 +231,7 @@ def pair_ops(ops: Iterable[Op]) -> Iterator[PairedOp]:
     invoke left outstanding at the end (or superseded by another invoke of the
     same process) becomes an ``info`` op: it may or may not have happened.
     """
-    pending: dict[Any, Op] = {}
+    pairer = Pairer()
     for op in ops:
-        typ, proc = op.get("type"), op.get("process")
-        key = proc if not isinstance(proc, list | dict) else json.dumps(proc)
-        if typ == INVOKE:
-            if key in pending:
-                log.warning("op index %s: process %r invoked again with an op outstanding",
-                            op.get("index"), proc)
-                yield _build(pending.pop(key), None)
-            pending[key] = op
-        elif typ in COMPLETIONS:
-            inv = pending.pop(key, None)
-            if inv is not None and inv.get("f") != op.get("f"):
-                log.warning("op index %s: completion f %r does not match invoke f %r",
-                            op.get("index"), op.get("f"), inv.get("f"))
-            yield _build(inv, op)
-        else:
-            raise HistoryFormatError(f"op index {op.get('index')}: unknown type {typ!r}")
-    for inv in sorted(pending.values(), key=lambda o: o.get("index", 0)):
-        yield _build(inv, None)
+        yield from pairer.add(op)
+    yield from pairer.finish()

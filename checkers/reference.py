@@ -134,13 +134,20 @@ def check_nonlinearizable(run: RunIndex, settings: Settings) -> Result:
     return {"nonlinearizable-offset": _finding(items, settings)}
 
 
+def sender(op: PairedOp) -> tuple[str, Any]:
+    """Whose sends must keep their order: the producer instance an op names
+    (a pipelined producer's sends, on many processes), else the op's process."""
+    return ("producer", op.producer) if op.producer is not None else ("process", op.process)
+
+
 def check_nonmonotonic_send(run: RunIndex, settings: Settings) -> Result:
-    """Successive acks of one process to one partition, in (op, position) order,
-    whose offsets do not increase. Order (partition, op id, position)."""
-    last: dict[tuple[int, int], Msg] = {}
+    """Successive acks of one sender (``sender``) to one partition, in send
+    (invoke) order, then position in the op, whose offsets do not increase.
+    Order (partition, op id, position)."""
+    last: dict[tuple[tuple[str, Any], int], Msg] = {}
     items = []
     for m in run.acks:   # already in (invoke_index, pos) order
-        key = (m.op.process, m.partition)
+        key = (sender(m.op), m.partition)
         prev = last.get(key)
         if prev is not None and m.offset <= prev.offset:
             items.append(((m.partition, m.op.id, m.pos),
@@ -152,17 +159,21 @@ def check_nonmonotonic_send(run: RunIndex, settings: Settings) -> Result:
 
 def check_polls(run: RunIndex, settings: Settings) -> Result:
     """Per consumer process, partition and drain flag (the final drain is its own
-    chain), successive reads within one assignment (an ok/info assign or
-    subscribe resets every chain of the process): an offset not above the
-    previous is nonmonotonic-poll; jumping over known offsets is poll-skip.
-    Order (partition, op id, position)."""
+    chain), successive reads while the partition stays assigned: an ok assign
+    keeps the chains of the partitions it names and ends the others; an info
+    assign and an ok/info subscribe end every chain of the process. An offset
+    not above the previous is nonmonotonic-poll; jumping over known offsets is
+    poll-skip. Order (partition, op id, position)."""
     last: dict[int, dict[tuple[bool, int], Msg]] = defaultdict(dict)
     non, skip = [], []
     for op in run.ops:
         if not op.client:
             continue
         if op.f in ("assign", "subscribe") and op.type in ("ok", "info"):
-            last[op.process].clear()
+            keep = set(op.partitions or ()) if op.f == "assign" and op.type == "ok" else set()
+            chains = last[op.process]
+            for key in [key for key in chains if key[1] not in keep]:
+                del chains[key]
         if op.f != "poll" or op.type != "ok":
             continue
         chains = last[op.process]

@@ -4,7 +4,14 @@ results.json (written by ``harness``/``checkers``, read by ``reports``)::
 
     {
       "valid": true | false | "unknown",
-      "checker": {"engine": "spark" | "reference", "master": "local[2]", "seconds": 12.3},
+      "checker": {"engine": "spark" | "reference",         # the engine that ran
+                  "chosen": "configured" | "auto: 1234 ops <= 100000" | ...,   # why that one
+                  "master": "local[2]",                   # Spark only
+                  "seconds": 12.3,                        # analysis, conversion included
+                  "stages": {"convert": s, "start": s, "checks": s, "witnesses": s},  # those that ran
+                  "parquet": "converted" | "reused"},     # analyze_run only: history.parquet converted
+                                                          # from history.jsonl, or already current
+                                                          # (written by the run or an earlier analysis)
       "errors": ["<checker name>: <error text>", ...],     # crashes -> valid "unknown"
       "anomalies": {
         "<type>": {                       # every type below is always present
@@ -70,10 +77,11 @@ DESCRIPTIONS: dict[str, str] = {
     "duplicate": "one value of a partition found at two or more offsets",
     "nonlinearizable-offset": "send A was acknowledged before send B was invoked, same partition, "
                               "yet offset(A) >= offset(B)",
-    "nonmonotonic-send": "successive acknowledged sends of one process to a partition did not get increasing offsets",
-    "nonmonotonic-poll": "successive reads of one consumer of a partition, within one assignment, "
+    "nonmonotonic-send": "successive acknowledged sends of one producer (or process) to a partition, in send "
+                         "order, did not get increasing offsets",
+    "nonmonotonic-poll": "successive reads of one consumer of a partition, while it stayed assigned, "
                          "did not have increasing offsets",
-    "poll-skip": "a consumer's successive reads of a partition, within one assignment, jumped over "
+    "poll-skip": "a consumer's successive reads of a partition, while it stayed assigned, jumped over "
                  "offsets known to hold values",
     "lost-write": "an acknowledged send never read, although reads of its partition reached its offset "
                   "or the final drain completed",

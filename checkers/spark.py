@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -41,14 +42,17 @@ def _rows(path: str) -> int:
     return sum(pq.read_metadata(f).num_rows for f in files)
 
 
-def analyze_runs(spark: Any, parquet_path: str, settings: Settings) -> dict[int, RunFindings]:
-    """Check every run in the file; a run id with no ops is absent from the result."""
+def analyze_runs(spark: Any, parquet_path: str, settings: Settings,
+                 timings: dict[str, float] | None = None) -> dict[int, RunFindings]:
+    """Check every run in the file; a run id with no ops is absent from the result.
+    ``timings`` gets the seconds of each job ("checks": statistics, control
+    ops and the per-partition pass; "witnesses": the ops witnesses name)."""
     key = "spark.sql.shuffle.partitions"
     saved = spark.conf.get(key)
     if _rows(parquet_path) < SMALL:
         spark.conf.set(key, "1")
     try:
-        return _analyze(spark, read_ops(spark, parquet_path), settings)
+        return _analyze(spark, read_ops(spark, parquet_path), settings, {} if timings is None else timings)
     finally:
         spark.conf.set(key, saved)
 
@@ -71,7 +75,8 @@ class _Runs:
                 self.found[r][t] = Finding(error=msg)
 
 
-def _analyze(spark: Any, ops: Any, settings: Settings) -> dict[int, RunFindings]:
+def _analyze(spark: Any, ops: Any, settings: Settings, timings: dict[str, float]) -> dict[int, RunFindings]:
+    t0 = time.monotonic()
     k = settings.max_witnesses
     acc = _Runs(op_stats(ops))
     ctl = control(ops)
@@ -81,6 +86,8 @@ def _analyze(spark: Any, ops: Any, settings: Settings) -> dict[int, RunFindings]
     for r in ctl:
         if r["role"] == "client" and r["f"] in ("assign", "subscribe") and r["type"] in ("ok", "info"):
             resets[(r["run"], r["process"])].append(r["invoke_index"])
+            if r["f"] == "assign" and r["type"] == "ok":   # its partitions' chains go on
+                ctx.kept[(r["run"], r["process"], r["invoke_index"])] = frozenset(r["partitions"] or ())
         if r["role"] == "client" and r["f"] == "poll" and r["drain"] and r["type"] == "ok":
             drain_parts[r["run"]].update(r["partitions"] or [])
     ctx.resets = {key: np.array(sorted(v), np.int64) for key, v in resets.items()}
@@ -135,6 +142,8 @@ def _analyze(spark: Any, ops: Any, settings: Settings) -> dict[int, RunFindings]
         types = CHECKS[name][1] if name in CHECKS else ALL_TYPES
         acc.fail(_err(name, text), types, [run])
 
+    timings["checks"] = time.monotonic() - t0
+    t0 = time.monotonic()
     wanted = {(r, i) for r, fs in acc.found.items() for f in fs.values() for w in f.witnesses for i in w.op_ids}
     op_rows: dict[int, dict[int, dict]] = defaultdict(dict)
     try:
@@ -143,6 +152,7 @@ def _analyze(spark: Any, ops: Any, settings: Settings) -> dict[int, RunFindings]
     except Exception as e:  # noqa: BLE001
         log.error("witness ops crashed: %s", _err("witness ops", e))
         acc.fail(_err("witness ops", e), ())
+    timings["witnesses"] = time.monotonic() - t0
     control_rows: dict[int, list[dict]] = defaultdict(list)
     for r in ctl:
         if r["role"] != "client":

@@ -33,7 +33,7 @@ def _client() -> Any:
 
 
 NO_MESSAGES = ["run", "invoke_index", "index", "invoke_time", "time", "process", "role", "type", "f",
-               "drain", "error", "node", "partitions", "sample", "controller", "fault", "value"]
+               "drain", "error", "node", "producer", "partitions", "sample", "controller", "fault", "value"]
 
 
 def _ddl(t: pa.DataType) -> str:
@@ -54,6 +54,8 @@ def read_ops(spark: SparkSession, path: str) -> DataFrame:
     df = spark.read.schema(", ".join(f"`{f.name}` {_ddl(f.type)}" for f in schema)).parquet(str(path))
     if "run" not in df.columns:
         df = df.withColumn("run", F.lit(0).cast("int"))
+    if "producer" not in df.columns:   # written before pipelined producers
+        df = df.withColumn("producer", F.lit(None).cast("string"))
     return df
 
 
@@ -85,7 +87,7 @@ def messages(ops: DataFrame) -> DataFrame:
                .when(F.col("type") == "fail", F.lit(FAIL_SEND_OP))
                .otherwise(F.lit(INFO_SEND_OP)))
     src = src.select("run", F.col("invoke_index").alias("id"), F.col("process").cast("int").alias("process"),
-                     op_kind.cast("byte").alias("kind"), F.col("invoke_time").alias("t_inv"),
+                     "producer", op_kind.cast("byte").alias("kind"), F.col("invoke_time").alias("t_inv"),
                      F.col("time").alias("t_done"), "messages", "partitions", "partition_starts")
     grouped = F.col("partition_starts").isNotNull() & (F.size("partition_starts") == F.size("partitions"))
     one = grouped & (F.size("partitions") == 1)
@@ -102,10 +104,10 @@ def messages(ops: DataFrame) -> DataFrame:
                                 F.slice(vals, z["s"] + 1, z["e"] - z["s"]))))
              .otherwise(F.transform("messages", lambda m, i: part(m["partition"], i, F.array(m["offset"]),
                                                                    F.array(m["value"])))))
-    return (src.select("run", "id", "process", "kind", "t_inv", "t_done", F.explode(parts).alias("g"))
+    return (src.select("run", "id", "process", "producer", "kind", "t_inv", "t_done", F.explode(parts).alias("g"))
             .filter(F.size("g.offsets") > 0)
-            .select("run", "g.partition", "id", "process", "kind", "t_inv", "t_done", "g.pos0", "g.offsets",
-                    "g.values"))
+            .select("run", "g.partition", "id", "process", "producer", "kind", "t_inv", "t_done", "g.pos0",
+                    "g.offsets", "g.values"))
 
 
 def partition_results(ops: DataFrame, ctx: Context) -> list[Any]:

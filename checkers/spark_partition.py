@@ -50,6 +50,8 @@ class Context:
     """What a partition needs from the rest of the history (small; shipped to workers)."""
     k: int
     resets: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)   # (run, process) -> sorted ids
+    # (run, process, id) of an ok assign -> the partitions it names: their chains go on across it
+    kept: dict[tuple[int, int, int], frozenset[int]] = field(default_factory=dict)
     drained: set[tuple[int, int]] = field(default_factory=set)                 # (run, partition)
 
 
@@ -116,6 +118,12 @@ class PartitionLog:
         starts = np.cumsum(n) - n
         self.pos = rep("pos0").astype(np.int64) + np.arange(int(n.sum())) - np.repeat(starts, n)
         self.ids, self.proc = rep("id"), rep("process", -1).astype(np.int64)
+        self.sender = self.proc
+        if "producer" in t.column_names and t["producer"].null_count < len(t):
+            # a pipelined producer's sends keep order per producer (reference.sender):
+            # producer codes below -1, clear of every process number
+            code = _np(pc.dictionary_encode(t["producer"].combine_chunks()).indices, -1).astype(np.int64)
+            self.sender = np.where(np.repeat(code, n) >= 0, -2 - np.repeat(code, n), self.proc)
         self.t_inv, self.t_done = rep("t_inv"), rep("t_done", -1)
         op_kind = rep("kind").astype(np.int8)
         self.drain = op_kind == DRAIN_READ_OP
@@ -207,7 +215,7 @@ class PartitionLog:
 
     def acks(self) -> None:
         a = self.ack
-        _acks(self.out, self.p, self.off[a], self.val[a], self.ids[a], self.pos[a], self.proc[a],
+        _acks(self.out, self.p, self.off[a], self.val[a], self.ids[a], self.pos[a], self.sender[a],
               self.t_inv[a], self.t_done[a], self.k)
 
     def lag(self) -> None:
@@ -254,7 +262,8 @@ def analyze_group(key: tuple, t: pa.Table, ctx: Context) -> pa.Table:
 
 def _acks(out: Out, p: int, ao: np.ndarray, av: np.ndarray, aid: np.ndarray, apos: np.ndarray,
           aproc: np.ndarray, ainv: np.ndarray, at: np.ndarray, k: int) -> None:
-    """nonlinearizable-offset and nonmonotonic-send; order (partition, op, position)."""
+    """nonlinearizable-offset and nonmonotonic-send (``aproc``: each ack's
+    sender, its producer or process); order (partition, op, position)."""
     # earliest completion among acks at or above each ack's offset
     desc = np.argsort(-ao, kind="stable")
     cm = np.minimum.accumulate(at[desc]) if len(desc) else at
@@ -268,7 +277,7 @@ def _acks(out: Out, p: int, ao: np.ndarray, av: np.ndarray, aid: np.ndarray, apo
         a = cand[np.lexsort((av[cand], ao[cand], aid[cand]))[0]]
         out.witness("nonlinearizable-offset", [p, aid[i], apos[i]], [ao[a], ao[i]], [av[a], av[i]],
                     [aid[a], aid[i]])
-    # successive acks of one process
+    # successive acks of one sender
     order = np.lexsort((apos, aid, aproc))
     so, sproc = ao[order], aproc[order]
     same = sproc[1:] == sproc[:-1]
@@ -302,7 +311,8 @@ def _polls(out: Out, ctx: Context, run: int, p: int, read: np.ndarray, off: np.n
            ids: np.ndarray, pos: np.ndarray, proc: np.ndarray, drain: np.ndarray, known: np.ndarray,
            k: int) -> None:
     """nonmonotonic-poll and poll-skip over each consumer's chain of reads
-    (drain reads a chain of their own; an assign/subscribe resets the chain)."""
+    (drain reads a chain of their own; an assign/subscribe ends the chain,
+    unless it is an ok assign that keeps the partition: ``ctx.kept``)."""
     ri = np.flatnonzero(read)
     order = ri[np.lexsort((pos[ri], ids[ri], drain[ri], proc[ri]))]
     if len(order) < 2:
@@ -313,6 +323,8 @@ def _polls(out: Out, ctx: Context, run: int, p: int, read: np.ndarray, off: np.n
     chained = (proc[pr] == proc[cu]) & (drain[pr] == drain[cu])
     for q in np.unique(proc[cu][chained]):
         resets = ctx.resets.get((run, int(q)))
+        if resets is not None and ctx.kept:
+            resets = resets[np.array([p not in ctx.kept.get((run, int(q), int(i)), ()) for i in resets], bool)]
         if resets is None or not len(resets):
             continue
         m = chained & (proc[cu] == q)

@@ -19,6 +19,10 @@ from infra.tomlfile import load_toml
 
 WORKLOADS = ("queue",)
 MODES = ("assign", "subscribe")
+# "batch": one producer per process, each send op a batch flushed before it completes;
+# "pipelined": up to in_flight one-message sends outstanding per producer (workloads/pipelined.py).
+PRODUCERS = ("batch", "pipelined")
+MAX_IN_FLIGHT = 1000
 BACKENDS = ("docker", "ssh")
 MAX_NODES = 7
 
@@ -34,6 +38,8 @@ class WorkloadConfig:
     op_timeout: float = 10.0
     poll_max_messages: int = 200
     poll_timeout: float = 0.02
+    producer: str = "batch"
+    in_flight: int = 5              # pipelined: messages outstanding per producer (one process each)
 
 
 @dataclass
@@ -193,6 +199,10 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise UsageError(f"unknown workload {w.name!r}; valid workloads: {', '.join(WORKLOADS)}")
     if w.mode not in MODES:
         raise UsageError(f"unknown workload mode {w.mode!r}; valid modes: {', '.join(MODES)}")
+    if w.producer not in PRODUCERS:
+        raise UsageError(f"unknown workload producer {w.producer!r}; valid producers: {', '.join(PRODUCERS)}")
+    if not 1 <= w.in_flight <= MAX_IN_FLIGHT:
+        raise UsageError(f"in_flight must be between 1 and {MAX_IN_FLIGHT}, got {w.in_flight}")
     if w.partitions < 1:
         raise UsageError(f"partitions must be at least 1, got {w.partitions}")
     if not 1 <= w.replication_factor <= cfg.nodes:

@@ -102,6 +102,8 @@ class Runner:
         # One nemesis op at a time: the final heal waits for a fault op still running.
         self._nemesis_lock = threading.Lock()
         self._processes = itertools.count(self.cfg.concurrency)
+        self._producer_names = itertools.count()     # pipelined producers: "p0", "p1", ...
+        self._abandon = threading.Event()            # interrupted: do not wait for in-flight sends
         self._threads: list[threading.Thread] = []
         self.t0 = 0.0
 
@@ -185,7 +187,8 @@ class Runner:
             ctx = NemesisContext(self.cluster.kafka, TOPIC, random.Random(f"kchaos:{cfg.seed}:resolve"))
             self.nemesis = build_nemesis(self.packages, ctx)
         self._start(self._sampler, "sampler")
-        workers = [self._start(self._worker, f"worker-{w}", w) for w in range(cfg.concurrency)]
+        worker = self._pipelined_worker if cfg.workload.producer == "pipelined" else self._worker
+        workers = [self._start(worker, f"worker-{w}", w) for w in range(cfg.concurrency)]
         nemesis_thread = self._start(self._nemesis_loop, "nemesis") if self.nemesis else None
         deadline = self.t0 + cfg.time_limit
         while time.monotonic() < deadline:
@@ -237,6 +240,8 @@ class Runner:
     def _teardown(self, interrupted: bool) -> None:
         self.stop.set()
         self.sampling_done.set()
+        if interrupted:
+            self._abandon.set()
         for t in self._threads:
             t.join(timeout=self.cfg.workload.op_timeout + 15 if not interrupted else 5)
         if interrupted:
@@ -332,6 +337,68 @@ class Runner:
                 process = next(self._processes)
         if client is not None:
             self._close_quietly(client)
+
+    def _pipelined_worker(self, worker: int) -> None:
+        """Sends go to one pipelined producer (workloads/pipelined.py: up to
+        ``in_flight`` outstanding, each on a logical process of its own, which
+        it records itself); assign/subscribe and polls to a consumer process,
+        one op at a time as in ``_worker``. Waits serve delivery reports."""
+        from workloads.pipelined import PipelinedProducer
+        from workloads.queue import QueueClient
+        cfg = self.cfg
+        producer = PipelinedProducer(self._client_context(worker), cfg.workload.in_flight, self.recorder.append,
+                                     lambda: next(self._processes), lambda: f"p{next(self._producer_names)}")
+        ops = schedule.worker_ops(cfg, worker)
+        setup_op = next(ops)
+        process, client = worker, None
+        pending = [setup_op]
+        next_at = time.monotonic()
+        try:
+            while not self.stop.is_set():
+                planned = pending.pop(0) if pending else next(ops)
+                next_at += planned.delay_s
+                while not self.stop.is_set() and (wait := next_at - time.monotonic()) > 0:
+                    producer.serve(min(wait, 0.05))
+                if self.stop.is_set():
+                    break
+                next_at = max(next_at, time.monotonic() - 1.0)
+                if planned.f == SEND:
+                    if not producer.wait_for_slot(self.stop.is_set):
+                        break
+                    for p, v, _ in planned.value:   # one message (schedule.worker_ops)
+                        producer.send(p, v)
+                    producer.serve(0)
+                    continue
+                if client is None:
+                    client = QueueClient()
+                    try:
+                        client.open(self._client_context(process))
+                    except Exception as exc:
+                        log.warning("worker %d: opening a client failed: %s", worker, exc)
+                        client = None
+                        pending.insert(0, planned)
+                        producer.serve(1.0)
+                        continue
+                    if planned is not setup_op:
+                        pending.insert(0, planned)
+                        planned = setup_op
+                self.recorder.append({"process": process, "type": INVOKE, "f": planned.f, "value": planned.value})
+                try:
+                    completion = client.invoke({"f": planned.f, "value": planned.value})
+                except Exception as exc:
+                    log.info("worker %d process %d crashed: %r", worker, process, exc)
+                    completion = {"type": INFO, "f": planned.f, "value": planned.value, "error": f"crash: {exc!r}"}
+                for k in ("process", "index", "time"):
+                    completion.pop(k, None)
+                self.recorder.append({"process": process, **completion, "f": planned.f})
+                if completion["type"] == INFO:
+                    self._close_quietly(client)
+                    client = None
+                    process = next(self._processes)
+        finally:
+            producer.close(flush_s=cfg.workload.op_timeout, abandon=self._abandon.is_set)
+            if client is not None:
+                self._close_quietly(client)
 
     @staticmethod
     def _close_quietly(client) -> None:

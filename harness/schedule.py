@@ -58,7 +58,8 @@ def worker_ops(cfg: RunConfig, worker: int) -> Iterator[PlannedOp]:
         if rng.random() < w.send_fraction:
             p = rng.choice(partitions)
             batch = []
-            for _ in range(rng.randint(1, w.max_batch)):
+            # A pipelined producer's send is one message (workloads/pipelined.py).
+            for _ in range(1 if w.producer == "pipelined" else rng.randint(1, w.max_batch)):
                 batch.append([p, messages_sent * cfg.concurrency + worker, None])
                 messages_sent += 1
             yield PlannedOp(delay, "send", batch)

@@ -9,11 +9,21 @@ may or may not have landed, its "fail" ones did not. Assign-mode consumers
 read contiguously from their position, and a partition they did not hold
 before starts at its log start, so every offset from the log start up to a
 read offset was read by someone (no lost writes in a correct history).
-Subscribe-mode consumers may be rewound (rebalances), which is allowed. A poll
+Subscribe-mode consumers may be rewound (rebalances), which is allowed. An
+assign that keeps a partition continues its position there (the chain goes
+on); a partition it adds starts at the log start. A poll
 that ends in info crashes its process: a new process number takes over, as
 the runner does. The final drain (optional) reads every partition from its log
 start to its end, one process per partition as ``workloads/drain.py`` does;
 with ``drain_info`` it stops short and its last op is ``info``.
+
+``pipelined``: besides the clients, one or two pipelined producers
+(``workloads/pipelined.py``), each with two or three slot processes whose
+sends are one message each and name the producer (``"producer": "pN"``).
+Several of a producer's sends are outstanding at once; its messages enter the
+log in send (invoke) order, as an idempotent producer's do: a send that will
+be acknowledged is appended at its invoke, an info one maybe, a failed one
+never. An info send retires its slot's process (a new number takes over).
 
 ``retention``: each partition starts with a few values a warm-up writer
 outside the history wrote (never acknowledged in it), and retention events move
@@ -70,6 +80,7 @@ class Params:
     drain_info: bool = False  # the final drain stops short (its last op is info)
     meta: bool = False        # a metadata log and replica listings come with the run
     elr: bool = False         # with meta: ELR elections happen
+    pipelined: bool = False   # pipelined producers send too (one message per op, "producer" field)
 
 
 @st.composite
@@ -86,7 +97,7 @@ def params(draw: Any, meta: bool | None = False, drain: bool | None = None,
                   drain=d, p_fail=draw(st.sampled_from([0.0, 0.1])),
                   p_info=draw(st.sampled_from([0.0, 0.1, 0.3])), mixed=draw(st.booleans()),
                   retention=draw(st.booleans()), drain_info=d and pick(drain_info),
-                  meta=m, elr=m and draw(st.booleans()))
+                  meta=m, elr=m and draw(st.booleans()), pipelined=draw(st.booleans()))
 
 
 def random_params(rng: random.Random, meta: bool | None = None) -> Params:
@@ -97,7 +108,8 @@ def random_params(rng: random.Random, meta: bool | None = None) -> Params:
                   steps=rng.randint(0, 80), mode=rng.choice(["assign", "assign", "subscribe"]),
                   drain=d, p_fail=rng.choice([0.0, 0.1]), p_info=rng.choice([0.0, 0.1, 0.3]),
                   mixed=rng.random() < 0.5, retention=rng.random() < 0.5,
-                  drain_info=d and rng.random() < 0.25, meta=m, elr=m and rng.random() < 0.5)
+                  drain_info=d and rng.random() < 0.25, meta=m, elr=m and rng.random() < 0.5,
+                  pipelined=rng.random() < 0.5)
 
 
 @dataclass
@@ -188,6 +200,15 @@ class Sim:
         self.elr: dict[int, list[int]] = {q: [] for q in range(p.partitions)}
         self.cache = {q: [(0, 0)] for q in range(p.partitions)}
         self.elr_elections = self.clean_elections = 0
+        # pipelined producers: slot process -> producer; a pending slot send's fate
+        self.slot_of: dict[int, str] = {}
+        self.slot_fate: dict[int, tuple[str, int | None]] = {}
+        if p.pipelined:
+            for k in range(1 + self.rng.randrange(2)):
+                for _ in range(2 + self.rng.randrange(2)):
+                    self.slot_of[self.next_proc] = f"p{k}"
+                    self.procs.append(self.next_proc)
+                    self.next_proc += 1
         if self.meta is not None:
             for q in range(p.partitions):
                 self.record("PartitionRecord", {
@@ -277,6 +298,9 @@ class Sim:
         return op
 
     def invoke(self, proc: int) -> None:
+        if proc in self.slot_of:
+            self.invoke_pipelined(proc)
+            return
         r = self.rng.random()
         if proc not in self.assigned or r < 0.08:
             parts = sorted(self.rng.sample(range(self.p.partitions), self.rng.randint(1, self.p.partitions)))
@@ -293,8 +317,37 @@ class Sim:
         else:
             self.pending[proc] = self.emit(proc, "invoke", "poll", None)
 
+    def invoke_pipelined(self, proc: int) -> None:
+        """One message, which enters the log now (send order) if it will be
+        acknowledged, maybe if its outcome will be unknown, never if it fails."""
+        q = self.rng.randrange(self.p.partitions)
+        self.counter[q] += 1
+        r = self.rng.random()
+        typ = "fail" if r < self.p.p_fail else "info" if r < self.p.p_fail + self.p.p_info else "ok"
+        off = None
+        if typ == "ok" or (typ == "info" and self.rng.random() < 0.5):
+            off = self.append(q, self.counter[q])
+            if typ == "ok":
+                self.acked[q].add(off)
+        self.slot_fate[proc] = (typ, off if typ == "ok" else None)
+        self.pending[proc] = self.emit(proc, "invoke", "send", [[q, self.counter[q], None]],
+                                       producer=self.slot_of[proc])
+
+    def complete_pipelined(self, proc: int, inv: Op) -> None:
+        typ, off = self.slot_fate.pop(proc)
+        q, v, _ = inv["value"][0]
+        self.emit(proc, typ, "send", [[q, v, off]], producer=inv["producer"])
+        if typ == "info":               # the message may land later: the slot's process retires
+            self.procs.remove(proc)
+            self.procs.append(self.next_proc)
+            self.slot_of[self.next_proc] = self.slot_of.pop(proc)
+            self.next_proc += 1
+
     def complete(self, proc: int) -> None:
         inv = self.pending.pop(proc)
+        if proc in self.slot_of:
+            self.complete_pipelined(proc, inv)
+            return
         f, r = inv["f"], self.rng.random()
         typ = "fail" if r < self.p.p_fail else "info" if r < self.p.p_fail + self.p.p_info else "ok"
         if f in ("assign", "subscribe"):
@@ -563,17 +616,29 @@ def inject(ops: list[Op], typ: str, rng: random.Random) -> tuple[list[Op], int] 
                 return ops, mb[0]
         return None
     if typ == "nonmonotonic-send":
+        # per sender (a pipelined producer, else the process) and partition, in send order
         by: dict[tuple, list] = {}
-        for o, _, m in acks:
-            by.setdefault((o["process"], m[0]), []).append(m)
-        cands = [ms for ms in by.values() if len(ms) >= 2]
+        procs: dict[tuple, set] = {}
+        for o, _, m in sorted(acks, key=lambda a: (_invoke_index(ops, a[0]), a[1])):
+            key = (("producer", o["producer"]) if o.get("producer") else ("process", o["process"]), m[0])
+            by.setdefault(key, []).append(m)
+            procs.setdefault(key, set()).add(o["process"])
+        cands = [k for k, ms in by.items() if len(ms) >= 2]
         if not cands:
             return None
-        ms = rng.choice(cands)
+        across = [k for k in cands if len(procs[k]) > 1]   # a producer's sends on several processes
+        ms = by[rng.choice(across if across and rng.random() < 0.7 else cands)]
         j = rng.randrange(1, len(ms))
         ms[j][2] = ms[j - 1][2]
         return ops, ms[j][0]
     raise ValueError(typ)
+
+
+def _invoke_index(ops: list[Op], comp: Op) -> int:
+    for o in reversed(ops[: comp["index"]]):
+        if o["process"] == comp["process"] and o["type"] == "invoke":
+            return o["index"]
+    return comp["index"]
 
 
 def _invoke_time(ops: list[Op], comp: Op) -> int:

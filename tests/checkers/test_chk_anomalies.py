@@ -103,14 +103,58 @@ def nonmonotonic_poll(f: str = "assign") -> Callable[[], History]:
 
 
 def reassigned_rewind() -> History:
+    """An assignment that keeps partition 0 continues its chain: the consumer
+    reads on from its position, so going back is nonmonotonic."""
     h = History()
     sends(h, 0, 0, [(1, 0), (2, 1)])
-    h.assign(5, [0])
+    h.assign(5, [0, 1])
     h.poll(5, {0: [(0, 1), (1, 2)]})
     h.assign(5, [0])
     h.poll(5, {0: [(0, 1)]})
     h.poll(6, {0: [(0, 1)]})                         # another process: its own chain
     return h
+
+
+def reassigned_skip() -> History:
+    h = History()
+    sends(h, 0, 0, [(1, 0), (2, 1), (3, 2)])
+    h.assign(5, [0])
+    h.poll(5, {0: [(0, 1)]})
+    h.assign(5, [0, 1])                              # keeps 0
+    h.poll(5, {0: [(2, 3)]})                         # jumped over offset 1
+    h.poll(6, {0: [(1, 2)]})
+    return h
+
+
+def readded(skip: bool) -> Callable[[], History]:
+    """Partition 0 dropped, then assigned again: it starts from the beginning,
+    a chain of its own (no rewind or skip against the reads before)."""
+    def build() -> History:
+        h = History()
+        sends(h, 0, 0, [(1, 0), (2, 1), (3, 2)])
+        h.assign(5, [0])
+        h.poll(5, {0: [(0, 1), (1, 2)] if not skip else [(0, 1)]})
+        h.assign(5, [1])
+        h.assign(5, [0, 1])
+        h.poll(5, {0: [(0, 1)]} if not skip else {0: [(2, 3)]})
+        h.poll(6, {0: [(0, 1), (1, 2), (2, 3)]})
+        return h
+    return build
+
+
+def pipelined_send(producers: tuple[str, str]) -> Callable[[], History]:
+    """Two sends in flight at once on processes 10 and 11: the first sent
+    gets the higher offset. One idempotent producer must not do that; two
+    producers may."""
+    def build() -> History:
+        h = History()
+        h.add(10, "invoke", "send", [[0, 1, None]], producer=producers[0])
+        h.add(11, "invoke", "send", [[0, 2, None]], producer=producers[1])
+        h.add(11, "ok", "send", [[0, 2, 0]], producer=producers[1])
+        h.add(10, "ok", "send", [[0, 1, 1]], producer=producers[0])
+        h.poll(5, {0: [(0, 2), (1, 1)]})
+        return h
+    return build
 
 
 def poll_skip(f: str = "assign", within: bool = False) -> Callable[[], History]:
@@ -272,7 +316,12 @@ CASES: dict[str, Case] = {
     "nonmonotonic-poll": Case(nonmonotonic_poll(), {"nonmonotonic-poll": 1}, False),
     "nonmonotonic-poll-subscribe": Case(nonmonotonic_poll("subscribe"), {"nonmonotonic-poll": 1}, True,
                                         v_allowed_subscribe),
-    "reassigned-rewind": Case(reassigned_rewind, {}, True),
+    "reassigned-rewind": Case(reassigned_rewind, {"nonmonotonic-poll": 1}, False),
+    "reassigned-skip": Case(reassigned_skip, {"poll-skip": 1}, False),
+    "readded-rewind": Case(readded(skip=False), {}, True),
+    "readded-skip": Case(readded(skip=True), {}, True),
+    "pipelined-reorder": Case(pipelined_send(("p0", "p0")), {"nonmonotonic-send": 1}, False),
+    "pipelined-two-producers": Case(pipelined_send(("p0", "p1")), {}, True),
     "poll-skip": Case(poll_skip(), {"poll-skip": 1}, False, v_skip),
     "poll-skip-within": Case(poll_skip(within=True), {"poll-skip": 1}, False, v_skip),
     "poll-skip-subscribe": Case(poll_skip("subscribe"), {"poll-skip": 1}, True, v_allowed_subscribe),

@@ -58,3 +58,61 @@ def test_round_trip_jsonl_to_parquet(tmp_path):
     assert [(m["partition"], m["offset"], m["value"]) for m in send["messages"]] == [(0, 10, 5), (0, 11, 9)]
     assert [(m["partition"], m["offset"], m["value"]) for m in poll["messages"]] == [(0, 10, 5), (0, 11, 9)]
     assert kill["invoke_index"] == 4 and kill["index"] is None  # still open when the history ended
+
+
+def _ops(w: HistoryWriter) -> None:
+    w.append({"process": "sampler", "type": "ok", "f": "sample",
+              "value": {"controller": 1, "partitions": {"0": {"leader": 1, "isr": [1, 2], "epoch": 3}}}})
+    for i in range(25):
+        w.append({"process": i % 3, "type": "invoke", "f": "send", "value": [[0, i, None]]})
+        w.append({"process": i % 3, "type": "ok", "f": "send", "value": [[0, i, i]], "node": "n1"})
+        w.append({"process": 7, "type": "invoke", "f": "poll", "value": None})
+        w.append({"process": 7, "type": "ok", "f": "poll", "value": {"0": [[i, i]]}})
+    w.append({"process": "nemesis", "type": "invoke", "f": "kill", "value": {"fault": "kill"}})
+    w.append({"process": 4, "type": "invoke", "f": "send", "value": [[0, 99, None]]})
+
+
+def test_writer_keeps_a_current_parquet_equal_to_the_conversion(tmp_path):
+    from checkers.load import history_to_parquet, parquet_is_current
+    from harness.history import ColumnarCopy
+    path = tmp_path / "history.jsonl"
+    w = HistoryWriter(path)
+    w._columnar.row_group = 7                       # several row groups, one partial
+    _ops(w)
+    w.close()
+    live = tmp_path / "history.parquet"
+    assert parquet_is_current(path, live)
+    assert pq.ParquetFile(live).num_row_groups > 1
+    history_to_parquet(path, tmp_path / "converted.parquet")
+    assert pq.read_table(live).to_pylist() == pq.read_table(tmp_path / "converted.parquet").to_pylist()
+    assert isinstance(w._columnar, ColumnarCopy)
+
+
+def test_interrupted_writer_leaves_a_parquet_analysis_does_not_trust(tmp_path):
+    import checkers
+    from checkers.load import parquet_is_current
+    run = tmp_path / "run"
+    w = HistoryWriter(run / "history.jsonl")
+    w._columnar.row_group = 5
+    _ops(w)
+    w._file.close()            # the process dies: the JSONL is flushed, the Parquet has no footer
+    import time
+    live = run / "history.parquet"
+    deadline = time.monotonic() + 60        # the copy's thread writes its first row groups
+    while not (live.exists() and live.stat().st_size > 0) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert (run / "history.parquet").stat().st_size > 0
+    assert not parquet_is_current(run / "history.jsonl", run / "history.parquet")
+    r = checkers.analyze_run(run, {"engine": "reference"})
+    assert parquet_is_current(run / "history.jsonl", run / "history.parquet")
+    assert r.stats["acknowledged"] == 25 and r.stats["read"] == 25
+
+
+def test_appending_to_an_existing_history_keeps_no_parquet(tmp_path):
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path) as w:
+        w.append({"process": 0, "type": "invoke", "f": "poll", "value": None})
+    (tmp_path / "history.parquet").unlink()
+    with HistoryWriter(path) as w:
+        w.append({"process": 0, "type": "ok", "f": "poll", "value": None})
+    assert not (tmp_path / "history.parquet").exists()

@@ -1,0 +1,114 @@
+"""The columnar JSONL conversion (checkers.convert) equals the per-op one,
+row for row, and hands what it cannot read to the per-op path."""
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from checkers import convert
+from checkers.history import HistoryFormatError, header, read_history
+from checkers.load import history_to_parquet, parquet_is_current
+from checkers.model import PARQUET_SCHEMA, pair_ops
+from chk_builder import History
+from chk_gen import Params, inject, params, simulate
+
+ANOMALIES = ["lost-write", "duplicate", "inconsistent-offset", "phantom-write", "poll-skip", "nonmonotonic-send"]
+
+
+def per_op(path: Path) -> list[dict[str, Any]]:
+    return pa.Table.from_pylist([o.to_row() for o in pair_ops(read_history(path))], schema=PARQUET_SCHEMA).to_pylist()
+
+
+def write(ops: list[dict[str, Any]], path: Path, compact: bool, with_header: bool = True) -> Path:
+    sep = (",", ":") if compact else (", ", ": ")
+    lines = ([json.dumps(header(123), separators=sep)] if with_header else []) + \
+        [json.dumps(op, separators=sep) for op in ops]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(params(meta=None), st.sampled_from(ANOMALIES), st.integers(0, 2**16), st.booleans())
+def test_columnar_equals_per_op(tmp_path_factory: Any, p: Params, typ: str, seed: int, compact: bool) -> None:
+    ops = simulate(p)
+    got = inject(ops, typ, random.Random(seed))
+    ops = got[0] if got else ops
+    path = write(ops, tmp_path_factory.mktemp("h") / "history.jsonl", compact)
+    assert convert.history_table(path).to_pylist() == per_op(path)
+
+
+def test_sends_and_polls_skip_the_per_op_builder(tmp_path: Path, monkeypatch: Any) -> None:
+    built: list[Any] = []
+    real = convert._build
+    monkeypatch.setattr(convert, "_build", lambda inv, comp: built.append(inv or comp) or real(inv, comp))
+    h = History()
+    h.sample({0: (1, [1, 2, 3])})
+    h.assign(5, [0, 1])
+    for i in range(20):
+        h.send(i % 3, [(0, i, i), (1, i, i)])
+        h.poll(5, {1: [(i, i)], 0: [(i, i)]})
+    h.add(7, "invoke", "send", [[0, 99, None]])
+    path = write(h.ops, tmp_path / "history.jsonl", compact=True)
+    assert convert.history_table(path).to_pylist() == per_op(path)
+    assert sorted(o["f"] for o in built) == ["assign", "sample"]
+
+
+def test_odd_shapes_equal_per_op(tmp_path: Path) -> None:
+    """Superseded and unfinished invokes, null and missing values, empty node,
+    a partition in two runs, unordered poll keys, a non-client poll."""
+    h = History()
+    h.send(0, [(0, 1, 0), (1, 1, 0), (0, 2, 1)])
+    h.send(2, [(2, 2, None)], type="info", error="x")
+    h.add(3, "invoke", "send", [[0, 9, None]], node="n2")
+    h.add(3, "invoke", "send", [[0, 10, None]])
+    h.add(4, "invoke", "poll", None)
+    h.add(4, "fail", "poll", None, error="boom", node="")
+    h.poll(5, {3: [(0, 1)], 0: [], 1: [(4, 5), (5, 6)]})
+    h.add(6, "invoke", "poll", None, drain=True)
+    h.add(6, "ok", "poll", None, drain=True)
+    h.add(8, "ok", "poll", {"0": [[1, 2]]})
+    h.add(9, "invoke", "send", [[0, 11, None]])
+    h.add(9, "ok", "send", None, node="n1")
+    h.add("x", "invoke", "poll", None)
+    h.add(10, "invoke", "send", [[0, 12]])
+    for compact in (True, False):
+        path = write(h.ops, tmp_path / "history.jsonl", compact, with_header=compact)
+        assert convert.history_table(path).to_pylist() == per_op(path)
+
+
+def test_what_it_cannot_read_goes_to_the_per_op_path(tmp_path: Path) -> None:
+    h = History()
+    h.send(0, [(0, 1, 0)])
+    h.add(1, "invoke", "send", [[0, 1.5, None]])           # not an int: the per-op path names it
+    path = write(h.ops, tmp_path / "history.jsonl", compact=True)
+    with pytest.raises(convert.Unsupported):
+        convert.history_table(path)
+    with pytest.raises(HistoryFormatError, match="value is not an integer"):
+        history_to_parquet(path, tmp_path / "history.parquet")
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text(lines[0] + "{not json\n" + "".join(lines[1:2]))
+    with pytest.raises(HistoryFormatError, match=r"history.jsonl:2"):
+        history_to_parquet(path, tmp_path / "history.parquet")
+
+
+def test_conversion_marks_the_parquet_current(tmp_path: Path) -> None:
+    h = History()
+    h.send(0, [(0, 1, 0)])
+    path = write(h.ops, tmp_path / "history.jsonl", compact=True)
+    out = tmp_path / "history.parquet"
+    assert not parquet_is_current(path, out)
+    history_to_parquet(path, out)
+    assert parquet_is_current(path, out) and pq.read_table(out).schema.equals(PARQUET_SCHEMA)
+    with open(path, "a") as fh:                       # the JSONL grew after the conversion
+        fh.write(json.dumps({"index": 2, "time": 9, "process": 1, "type": "invoke", "f": "poll"}) + "\n")
+    assert not parquet_is_current(path, out)
+    out.write_bytes(out.read_bytes()[:-20])           # no footer
+    assert not parquet_is_current(path, out)
