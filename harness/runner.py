@@ -23,7 +23,7 @@ from typing import Any, Callable
 from harness import schedule
 from harness.cluster import ClusterHandle, cluster_up, mark_kept, sweep_dead_runs
 from harness.config import RunConfig
-from checkers.history import INFO, INVOKE, NEMESIS, SAMPLER, SEND, FaultTracker, NemesisOp
+from checkers.history import INFO, INVOKE, NEMESIS, SAMPLER, SEND, START, FaultTracker, NemesisOp
 from harness.history import HistoryWriter
 from harness.progress import RunListener, as_listener, fault_line
 from harness.store import attach_log_file, new_run_dir, write_json
@@ -295,7 +295,6 @@ class Runner:
             poll_max_messages=cfg.workload.poll_max_messages, poll_timeout_s=cfg.workload.poll_timeout)
 
     def _worker(self, worker: int) -> None:
-        from workloads.queue import QueueClient
         process = worker
         client = None
         ops = schedule.worker_ops(self.cfg, worker)
@@ -304,12 +303,8 @@ class Runner:
         pending = [setup_op]
         while not self.stop.is_set():
             if client is None:
-                client = QueueClient()
-                try:
-                    client.open(self._client_context(process))
-                except Exception as exc:
-                    log.warning("worker %d: opening a client failed: %s", worker, exc)
-                    client = None
+                client = self._open_client(worker, process)
+                if client is None:
                     self.stop.wait(1.0)
                     continue
                 pending.insert(0, setup_op)
@@ -319,16 +314,7 @@ class Runner:
             if wait > 0 and self.stop.wait(wait):
                 break
             next_at = max(next_at, time.monotonic() - 1.0)  # no catch-up bursts after a slow op
-            self.recorder.append({"process": process, "type": INVOKE, "f": planned.f, "value": planned.value})
-            try:
-                completion = client.invoke({"f": planned.f, "value": planned.value})
-            except Exception as exc:
-                log.info("worker %d process %d crashed: %r", worker, process, exc)
-                completion = {"type": INFO, "f": planned.f, "value": planned.value, "error": f"crash: {exc!r}"}
-            completion.pop("process", None)
-            completion.pop("index", None)
-            completion.pop("time", None)
-            self.recorder.append({"process": process, **completion, "f": planned.f})
+            completion = self._invoke_recorded(worker, process, client, planned)
             if completion["type"] == INFO:
                 # The op may still take effect later (a send in flight, a half-done
                 # assignment): retire this process and go on under a new number.
@@ -344,7 +330,6 @@ class Runner:
         it records itself); assign/subscribe and polls to a consumer process,
         one op at a time as in ``_worker``. Waits serve delivery reports."""
         from workloads.pipelined import PipelinedProducer
-        from workloads.queue import QueueClient
         cfg = self.cfg
         producer = PipelinedProducer(self._client_context(worker), cfg.workload.in_flight, self.recorder.append,
                                      lambda: next(self._processes), lambda: f"p{next(self._producer_names)}")
@@ -370,27 +355,15 @@ class Runner:
                     producer.serve(0)
                     continue
                 if client is None:
-                    client = QueueClient()
-                    try:
-                        client.open(self._client_context(process))
-                    except Exception as exc:
-                        log.warning("worker %d: opening a client failed: %s", worker, exc)
-                        client = None
+                    client = self._open_client(worker, process)
+                    if client is None:
                         pending.insert(0, planned)
                         producer.serve(1.0)
                         continue
                     if planned is not setup_op:
                         pending.insert(0, planned)
                         planned = setup_op
-                self.recorder.append({"process": process, "type": INVOKE, "f": planned.f, "value": planned.value})
-                try:
-                    completion = client.invoke({"f": planned.f, "value": planned.value})
-                except Exception as exc:
-                    log.info("worker %d process %d crashed: %r", worker, process, exc)
-                    completion = {"type": INFO, "f": planned.f, "value": planned.value, "error": f"crash: {exc!r}"}
-                for k in ("process", "index", "time"):
-                    completion.pop(k, None)
-                self.recorder.append({"process": process, **completion, "f": planned.f})
+                completion = self._invoke_recorded(worker, process, client, planned)
                 if completion["type"] == INFO:
                     self._close_quietly(client)
                     client = None
@@ -399,6 +372,31 @@ class Runner:
             producer.close(flush_s=cfg.workload.op_timeout, abandon=self._abandon.is_set)
             if client is not None:
                 self._close_quietly(client)
+
+    def _open_client(self, worker: int, process: int):
+        """A queue client for ``process``, or None when opening failed (logged)."""
+        from workloads.queue import QueueClient
+        client = QueueClient()
+        try:
+            client.open(self._client_context(process))
+        except Exception as exc:
+            log.warning("worker %d: opening a client failed: %s", worker, exc)
+            return None
+        return client
+
+    def _invoke_recorded(self, worker: int, process: int, client, planned) -> dict:
+        """Invoke one planned op on ``client``, recording its invocation and
+        completion (a client crash is an ``info`` completion); the completion."""
+        self.recorder.append({"process": process, "type": INVOKE, "f": planned.f, "value": planned.value})
+        try:
+            completion = client.invoke({"f": planned.f, "value": planned.value})
+        except Exception as exc:
+            log.info("worker %d process %d crashed: %r", worker, process, exc)
+            completion = {"type": INFO, "f": planned.f, "value": planned.value, "error": f"crash: {exc!r}"}
+        for k in ("process", "index", "time"):
+            completion.pop(k, None)
+        self.recorder.append({"process": process, **completion, "f": planned.f})
+        return completion
 
     @staticmethod
     def _close_quietly(client) -> None:
@@ -431,8 +429,13 @@ class Runner:
         recorded = self.recorder.append({"process": NEMESIS, **done, "type": INFO, "f": op["f"]})
         event = NemesisOp(index=recorded["index"], invoke_time=recorded["time"], time=recorded["time"],
                           f=op["f"], value=recorded.get("value"))
+        active = set(self.faults.active_kinds())
         self.faults.add(event)
-        if event.action is not None or isinstance(event.value, dict) and event.value.get("error"):
+        # A stop or heal of a fault that was not in effect (the final phase heals
+        # every kind) is no news to the console; the history has it anyway.
+        healed_something = event.fault in active if event.fault else bool(active)
+        if (event.action == START or event.action is not None and healed_something
+                or isinstance(event.value, dict) and event.value.get("error")):
             self.events.fault(fault_line(event))
         return recorded
 
