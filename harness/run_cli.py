@@ -14,6 +14,16 @@ console = Console()
 err_console = Console(stderr=True)
 
 
+def _nemesis_help() -> str:
+    from nemesis.packages import BY_NAME_ONLY, PACKAGES
+    from nemesis.scenarios import SCENARIOS
+    return (f"Fault packages, comma separated: {', '.join(PACKAGES)} (all: these); by name only: "
+            f"{', '.join([*BY_NAME_ONLY, *SCENARIOS])}; none for no faults.")
+
+
+NEMESIS_HELP = _nemesis_help()
+
+
 def run_options(f):
     for opt in reversed([
         click.option("--config", "config_path", type=click.Path(path_type=Path), default=None,
@@ -24,7 +34,7 @@ def run_options(f):
         click.option("--rate", type=float, default=None, help="Target ops per second, all workers together."),
         click.option("--concurrency", type=int, default=None, help="Worker threads (client workers)."),
         click.option("--seed", type=int, default=None, help="Seed for the schedule (drawn if absent)."),
-        click.option("--nemesis", default=None, help="Faults: partition,kill,pause,clock, all or none."),
+        click.option("--nemesis", default=None, help=NEMESIS_HELP),
         click.option("--nemesis-interval", type=float, default=None, help="Mean seconds between fault steps."),
         click.option("--name", default=None, help="Run name (store/<name>/...)."),
         click.option("--store", default=None, help="Store folder (default ./store)."),
