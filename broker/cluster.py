@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from broker.config import BROKER_PORT, DATA_DIR, broker_id, new_cluster_id
+from broker.config import BROKER_PORT, DATA_DIR, broker_id, new_cluster_id, property_value
 from broker.lifecycle import Broker, BrokerSettings
 from infra.errors import BrokerNotReady, KchaosError, UsageError
 from infra.node import Node, parallel
@@ -144,7 +144,7 @@ class KafkaCluster:
             raise UsageError(f"replication factor {replication_factor} is above the node count {len(self.nodes)}")
         admin = self.admin()
         fut = admin.create_topics([NewTopic(topic, partitions, replication_factor,
-                                            config={k: str(v) for k, v in (config or {}).items()})],
+                                            config={k: property_value(v) for k, v in (config or {}).items()})],
                                   operation_timeout=30)[topic]
         try:
             fut.result(timeout=timeout_s)

@@ -40,6 +40,13 @@ def new_cluster_id(rng: random.Random | None = None) -> str:
             return cluster_id
 
 
+def property_value(value: object) -> str:
+    """A config value (from TOML) as Kafka reads it: booleans lower-case, the rest as written."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 def render_properties(node_name: str, address: str, voters: Sequence[tuple[str, str]],
                       overrides: Mapping[str, object] | None = None) -> str:
     """``voters`` is every (node name, address) in the cluster."""
@@ -73,8 +80,5 @@ def render_properties(node_name: str, address: str, voters: Sequence[tuple[str, 
         props[key] = value
     lines = ["# written by kchaos"]
     for key in sorted(props):
-        value = props[key]
-        if isinstance(value, bool):
-            value = "true" if value else "false"
-        lines.append(f"{key}={value}")
+        lines.append(f"{key}={property_value(props[key])}")
     return "\n".join(lines) + "\n"

@@ -29,6 +29,7 @@ import threading
 from pathlib import Path
 from typing import Any, Mapping
 
+from broker.config import property_value
 from infra.distribution import cache_root, resolve_kafka
 
 BROKER_DEFS = "kafka.server.KafkaConfig"                      # configDef(): every broker setting
@@ -37,13 +38,6 @@ _LISTENER_PREFIX = "listener.name."
 
 _lock = threading.Lock()
 _answers: dict[tuple, str | None] = {}
-
-
-def property_value(value: Any) -> str:
-    """A TOML value as kchaos writes it to server.properties or a topic config."""
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
 
 
 def toml_key(table: str, key: str) -> str:
