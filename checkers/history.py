@@ -198,6 +198,16 @@ def send_messages(value: Any, where: str) -> list[Message]:
     return out
 
 
+def acknowledged_offsets(value: Any) -> Iterator[tuple[Any, int]]:
+    """(partition, offset) of each acknowledged message of a send completion's
+    value, skipping what is malformed: for live counters that must not raise
+    (``send_messages`` is the strict reading)."""
+    if isinstance(value, list):
+        for m in value:
+            if isinstance(m, (list, tuple)) and len(m) == 3 and type(m[2]) is int:
+                yield m[0], m[2]
+
+
 def poll_reads(value: Any, where: str) -> tuple[list[Message], list[int]]:
     """The messages a poll read, and the partitions it reported (in order)."""
     if value is None:

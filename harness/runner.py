@@ -23,7 +23,8 @@ from typing import Any, Callable
 from harness import schedule
 from harness.cluster import ClusterHandle, cluster_up, mark_kept, sweep_dead_runs
 from harness.config import RunConfig
-from checkers.history import INFO, INVOKE, NEMESIS, SAMPLER, SEND, START, FaultTracker, NemesisOp
+from checkers.history import (INFO, INVOKE, NEMESIS, SAMPLER, SEND, START, FaultTracker, NemesisOp,
+                              acknowledged_offsets)
 from harness.history import HistoryWriter
 from harness.progress import RunListener, as_listener, fault_line
 from harness.store import attach_log_file, new_run_dir, write_json
@@ -64,10 +65,9 @@ class Recorder:
 
     def _note_acked(self, messages: list) -> None:
         # ok and info send completions: a message with an offset was acknowledged there.
-        for m in messages:
-            if isinstance(m, (list, tuple)) and len(m) == 3 and isinstance(m[0], int) and isinstance(m[2], int):
-                if m[2] > self.max_acked.get(m[0], -1):
-                    self.max_acked[m[0]] = m[2]
+        for p, offset in acknowledged_offsets(messages):
+            if isinstance(p, int) and offset > self.max_acked.get(p, -1):
+                self.max_acked[p] = offset
 
     def complete_outstanding(self, error: str) -> None:
         """An interrupted run still leaves every invocation with a completion."""

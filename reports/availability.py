@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable
 
+from checkers.history import acknowledged_offsets
+
 NS = 1_000_000_000
 
 
@@ -37,12 +39,7 @@ class WriteAvailability:
 
 def _acknowledges(value: Any) -> bool:
     """A send completion's value with an offset in some message."""
-    if not isinstance(value, list):
-        return False
-    for m in value:
-        if isinstance(m, (list, tuple)) and len(m) == 3 and type(m[2]) is int:
-            return True
-    return False
+    return next(acknowledged_offsets(value), None) is not None
 
 
 def write_availability(ops: Iterable[dict[str, Any]], bucket_s: float = 1.0) -> WriteAvailability | None:
