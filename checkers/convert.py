@@ -43,7 +43,7 @@ class Unsupported(Exception):
 
 _SCALARS = pa.schema([("index", pa.int64()), ("time", pa.int64()), ("type", pa.string()), ("f", pa.string()),
                       ("drain", pa.bool_()), ("error", pa.string()), ("node", pa.string()),
-                      ("producer", pa.string())])
+                      ("producer", pa.string()), ("isolation", pa.string()), ("group", pa.string())])
 _PROC = r'"process":\s*(?:(?P<i>-?\d+)\s*[,}]|"(?P<s>[^"\\]*)")'
 # a send or poll value: null, a flat object (poll), or a list (send) up to the
 # next key or the line's end; the JSON reader then checks its shape
@@ -394,6 +394,8 @@ def history_table(path: Path) -> pa.Table:
     err = t["error"].combine_chunks()
     node = t["node"].combine_chunks()
     producer = t["producer"].combine_chunks()
+    isolation = t["isolation"].combine_chunks()
+    group = t["group"].combine_chunks()
     drain = _np(t["drain"], False)
     for rows, build in groups:
         if not len(rows):
@@ -409,12 +411,10 @@ def history_table(path: Path) -> pa.Table:
             "error": pc.if_else(pa.array(rc >= 0), _take(err, rc), _INCOMPLETE),
             "value": texts,
         }
-        cn, inn = _take(node, rc), _take(node, ri)
-        use_comp = _np(pc.and_(pc.is_valid(cn), pc.not_equal(pc.fill_null(cn, ""), "")), False)
-        cols["node"] = pc.if_else(pa.array(use_comp), cn, inn)
-        cp, ip = _take(producer, rc), _take(producer, ri)
-        use_comp = _np(pc.and_(pc.is_valid(cp), pc.not_equal(pc.fill_null(cp, ""), "")), False)
-        cols["producer"] = pc.if_else(pa.array(use_comp), cp, ip)
+        for name, col in (("node", node), ("producer", producer), ("isolation", isolation), ("group", group)):
+            cv, iv = _take(col, rc), _take(col, ri)
+            use_comp = _np(pc.and_(pc.is_valid(cv), pc.not_equal(pc.fill_null(cv, ""), "")), False)
+            cols[name] = pc.if_else(pa.array(use_comp), cv, iv)
         if build is None:
             cols["messages"] = _list(np.zeros(len(rows) + 1, np.int64), pa.array([], MESSAGE_TYPE))
         else:

@@ -19,7 +19,9 @@ time        nanoseconds since the run started (harness monotonic clock)
 process     int for a logical client; "nemesis" for faults; "sampler" for
             metadata samples. A crashed client's successor gets a new int.
 type        "invoke", then exactly one completion: "ok" | "fail" | "info"
-f           "send" | "poll" | "assign" | "subscribe" | "sample" | nemesis op
+            (events, below, are a completion alone)
+f           "send" | "poll" | "assign" | "subscribe" | "txn" | "commit" |
+            "rebalance" | "sample" | nemesis op
 value       see below
 error       client error text on fail/info (optional)
 node        the node the client talked to (optional)
@@ -28,6 +30,15 @@ producer    on the ops of a pipelined producer's sends (optional): the name of
             in the run. Several processes (one per in-flight message) share
             one producer; sends without it each had a producer of their own
             process. Old readers that ignore it only check order per process
+isolation   on ops that read (poll, txn; optional): the consumer's
+            ``isolation.level``, "read_committed" | "read_uncommitted".
+            Absent: read_committed, librdkafka's default and what every
+            consumer of a history without the field used
+group       on the ops of a consumer-group member (subscribe, poll, commit,
+            rebalance; optional): the group id
+abort       on a txn the workload chose to abort (optional): true
+async       on a commit made with an asynchronous commit (optional): true;
+            its completion is the commit callback's report
 drain       true on the final phase's reads of each partition (optional)
 watermarks  on drain poll completions (optional): the partition's
             ``{"log_start": int|null, "high": int|null, "max_acked": int|null}``
@@ -47,7 +58,8 @@ wait        on drain poll completions (optional): the wait before the drain,
 ==========  ==================================================================
 
 Each process has at most one op outstanding: an invoke pairs with the next
-completion of the same process. A pipelined producer (``workloads.pipelined``)
+completion of the same process; a completion with no outstanding invoke is an
+event that stands alone (sampler ops, rebalances). A pipelined producer (``workloads.pipelined``)
 keeps several sends outstanding, each on a process of its own, all naming
 the same ``producer``; each of its sends is one message.
 
@@ -60,6 +72,27 @@ Values, with one topic per run and the key of a message equal to its partition:
   ``value`` is an int, unique per partition (a counter), so it identifies a send.
 * ``poll`` invoke: null; ok: ``{"<partition>": [[offset, value], ...], ...}``.
 * ``assign``: the list of partitions; ``subscribe``: the topic.
+* ``txn`` (a transaction of one transactional producer, which is also a
+  consumer): invoke ``[["send", partition, value], ["poll"], ...]``, up to a
+  few micro-ops in order; completion the same list with what happened:
+  ``["send", partition, value, offset|null]`` (the offset of the delivery
+  report, which Kafka gives before the commit) and ``["poll", {"<partition>":
+  [[offset, value], ...]}]``. The op's type is the transaction's outcome:
+  ``ok`` committed (commit returned), ``fail`` certainly not committed
+  (aborted; ``abort`` true when the workload chose to abort), ``info``
+  unknown (the commit's outcome was not learned). Reads of every type
+  happened; writes with an offset are acknowledged only when the op is ok.
+* ``commit`` (offsets of a group member): invoke null (commit the consumer's
+  positions) or ``{"<partition>": offset}``; ok: ``{"<partition>": offset}``,
+  the offsets committed (Kafka's convention: the next offset to consume).
+* ``rebalance`` (an event: a completion of type "ok" with no invoke, written
+  by the member's process right after the completion of the op during which
+  librdkafka called the rebalance callback, so its time is an upper bound):
+  ``{"assigned": [partitions], "revoked": [partitions], "generation":
+  int|null, "member": str|null}``. ``assigned`` lists the partitions the
+  member holds from then on that it did not hold before; under the
+  cooperative protocol only the changes are listed, under eager ones
+  ``revoked`` lists every partition it held.
 * ``sample`` (process "sampler", type "ok" only, no invoke):
   ``{"controller": broker_id|null, "partitions": {"<p>": {"leader": id|null,
   "isr": [ids], "epoch": int|null}}}``. Broker id k runs on node "nk".
@@ -89,6 +122,9 @@ INVOKE, OK, FAIL, INFO = "invoke", "ok", "fail", "info"
 COMPLETIONS = (OK, FAIL, INFO)
 NEMESIS, SAMPLER = "nemesis", "sampler"
 SEND, POLL, ASSIGN, SUBSCRIBE, SAMPLE = "send", "poll", "assign", "subscribe", "sample"
+TXN, COMMIT, REBALANCE = "txn", "commit", "rebalance"
+READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"
+ISOLATION_LEVELS = (READ_COMMITTED, READ_UNCOMMITTED)
 
 START, STOP, HEAL = "start", "stop", "heal"
 ACTIONS = (START, STOP, HEAL)
@@ -227,6 +263,50 @@ def poll_reads(value: Any, where: str) -> tuple[list[Message], list[int]]:
                 raise HistoryFormatError(f"{where}: poll read is not [offset, value]: {pair!r}")
             msgs.append((p, require_int(pair[0], "offset", where), require_int(pair[1], "value", where)))
     return msgs, parts
+
+
+def txn_micro_ops(value: Any, where: str) -> tuple[list[Message], list[Message]]:
+    """(writes, reads) of a txn, each in micro-op order: writes as (partition,
+    offset or None, value), reads as (partition, offset, value)."""
+    if value is None:
+        return [], []
+    if not isinstance(value, list):
+        raise HistoryFormatError(f"{where}: txn value is not a list: {value!r:.80}")
+    writes: list[Message] = []
+    reads: list[Message] = []
+    for mop in value:
+        if not isinstance(mop, list) or not mop or mop[0] not in (SEND, POLL):
+            raise HistoryFormatError(f"{where}: txn micro-op is not [\"send\", ...] or [\"poll\", ...]: {mop!r:.80}")
+        if mop[0] == SEND:
+            if len(mop) < 3:
+                raise HistoryFormatError(f"{where}: txn send is not [\"send\", partition, value, offset]: {mop!r}")
+            writes.extend(send_messages([mop[1:]], where))
+        elif len(mop) > 1:
+            reads.extend(poll_reads(mop[1], where)[0])
+    return writes, reads
+
+
+def offsets_map(value: Any, where: str) -> list[tuple[int, int]]:
+    """(partition, offset) pairs of a commit value ``{"<partition>": offset}``."""
+    if value is None:
+        return []
+    if not isinstance(value, dict):
+        raise HistoryFormatError(f"{where}: commit value is not a dict: {value!r:.80}")
+    out = []
+    for key, off in value.items():
+        if not str(key).lstrip("-").isdigit():
+            raise HistoryFormatError(f"{where}: commit partition key is not an integer: {key!r}")
+        out.append((int(key), require_int(off, "committed offset", where)))
+    return out
+
+
+def rebalance_view(value: Any, where: str) -> tuple[list[int], list[int], int | None]:
+    """(assigned, revoked, generation) of a rebalance event."""
+    if not isinstance(value, dict):
+        raise HistoryFormatError(f"{where}: rebalance value is not a dict: {value!r:.80}")
+    assigned = [require_int(p, "assigned partition", where) for p in value.get("assigned") or []]
+    revoked = [require_int(p, "revoked partition", where) for p in value.get("revoked") or []]
+    return assigned, revoked, _opt_int(value.get("generation"), "generation", where)
 
 
 def sample_view(value: Any, where: str) -> tuple[list[PartitionSample], int | None]:

@@ -4,9 +4,11 @@ The history has an invoke line and a completion line per op. Each process has
 at most one op outstanding, so pairing is by process. A paired op keeps both
 indexes and both times (the checkers need "A completed before B was invoked")
 and flattens the value into typed columns: ``messages`` (sends: what was sent
-and, when ok, at which offset; polls: what was read), ``partitions`` (the
-partitions a send wrote to, a poll reported or an assign named), ``sample`` (the sampler's
-leader/ISR view) and ``fault`` (a nemesis fault id). The raw completion value
+and, when ok, at which offset; polls: what was read; txns: what they wrote),
+``reads`` (txns: what their polls read), ``partitions`` (the partitions a send
+or txn wrote to, a poll reported, an assign named or a rebalance assigned),
+``revoked``/``generation`` (rebalances), ``committed`` (commits), ``sample``
+(the sampler's leader/ISR view) and ``fault`` (a nemesis fault id). The raw completion value
 is kept as JSON for witnesses.
 
 The Parquet file has exactly these columns (``PARQUET_SCHEMA``), one row per
@@ -22,14 +24,16 @@ from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 
-from .history import (ASSIGN, COMPLETIONS, INVOKE, POLL, SAMPLE, SEND, SUBSCRIBE, HistoryFormatError, Message, Op,
-                      PartitionSample, poll_reads, sample_view, require_int, send_messages)
+from .history import (ASSIGN, COMMIT, COMPLETIONS, INVOKE, POLL, REBALANCE, SAMPLE, SEND, SUBSCRIBE, TXN,
+                      HistoryFormatError, Message, Op, PartitionSample, offsets_map, poll_reads, rebalance_view,
+                      require_int, sample_view, send_messages, txn_micro_ops)
 
 log = logging.getLogger(__name__)
 
 CLIENT = "client"
 
 MESSAGE_TYPE = pa.struct([("partition", pa.int32()), ("offset", pa.int64()), ("value", pa.int64())])
+COMMITTED_TYPE = pa.struct([("partition", pa.int32()), ("offset", pa.int64())])
 SAMPLE_TYPE = pa.struct([("partition", pa.int32()), ("leader", pa.int32()),
                          ("isr", pa.list_(pa.int32())), ("epoch", pa.int64())])
 
@@ -46,10 +50,16 @@ PARQUET_SCHEMA = pa.schema([
     ("error", pa.string()),
     ("node", pa.string()),
     ("producer", pa.string()),      # a pipelined producer's name (sends keep order per producer)
-    ("messages", pa.list_(MESSAGE_TYPE)),
+    ("isolation", pa.string()),     # reads: the consumer's isolation.level (null: read_committed)
+    ("group", pa.string()),         # a consumer-group member's group id
+    ("messages", pa.list_(MESSAGE_TYPE)),   # send: what was sent; poll: what was read; txn: its writes
     ("partitions", pa.list_(pa.int32())),   # send: partitions written; poll: reported; assign: named
     ("partition_starts", pa.list_(pa.int32())),  # where each partition's run of messages starts, when
                                                  # the messages are grouped by partition (else null)
+    ("reads", pa.list_(MESSAGE_TYPE)),      # txn: what its polls read, in order
+    ("committed", pa.list_(COMMITTED_TYPE)),  # commit: the offsets committed (next offset to consume)
+    ("revoked", pa.list_(pa.int32())),      # rebalance: partitions revoked (``partitions``: assigned)
+    ("generation", pa.int64()),             # rebalance: the group generation, when known
     ("sample", pa.list_(SAMPLE_TYPE)),
     ("controller", pa.int32()),
     ("fault", pa.string()),
@@ -73,9 +83,15 @@ class PairedOp:
     error: str | None = None
     node: str | None = None
     producer: str | None = None
+    isolation: str | None = None
+    group: str | None = None
     messages: list[Message] = field(default_factory=list)
     partitions: list[int] | None = None
     partition_starts: list[int] | None = None
+    reads: list[Message] | None = None
+    committed: list[tuple[int, int]] | None = None
+    revoked: list[int] | None = None
+    generation: int | None = None
     sample: list[Sample] | None = None
     controller: int | None = None
     fault: str | None = None
@@ -95,8 +111,14 @@ class PairedOp:
             "invoke_time": self.invoke_time, "time": self.time,
             "process": self.process, "role": self.role, "type": self.type, "f": self.f,
             "drain": self.drain, "error": self.error, "node": self.node, "producer": self.producer,
+            "isolation": self.isolation, "group": self.group,
             "messages": [{"partition": p, "offset": o, "value": v} for p, o, v in self.messages],
             "partitions": self.partitions, "partition_starts": self.partition_starts,
+            "reads": None if self.reads is None else [
+                {"partition": p, "offset": o, "value": v} for p, o, v in self.reads],
+            "committed": None if self.committed is None else [
+                {"partition": p, "offset": o} for p, o in self.committed],
+            "revoked": self.revoked, "generation": self.generation,
             "sample": None if self.sample is None else [
                 {"partition": p, "leader": ld, "isr": isr, "epoch": e} for p, ld, isr, e in self.sample],
             "controller": self.controller, "fault": self.fault,
@@ -110,8 +132,14 @@ class PairedOp:
             invoke_time=row["invoke_time"], time=row["time"],
             process=row["process"], role=row["role"], type=row["type"], f=row["f"],
             drain=bool(row["drain"]), error=row["error"], node=row["node"], producer=row.get("producer"),
+            isolation=row.get("isolation"), group=row.get("group"),
             messages=[(m["partition"], m["offset"], m["value"]) for m in row["messages"] or []],
             partitions=row["partitions"], partition_starts=row.get("partition_starts"),
+            reads=None if row.get("reads") is None else [
+                (m["partition"], m["offset"], m["value"]) for m in row["reads"]],
+            committed=None if row.get("committed") is None else [
+                (c["partition"], c["offset"]) for c in row["committed"]],
+            revoked=row.get("revoked"), generation=row.get("generation"),
             sample=None if row["sample"] is None else [
                 (s["partition"], s["leader"], list(s["isr"] or []), s["epoch"]) for s in row["sample"]],
             controller=row["controller"], fault=row["fault"],
@@ -129,8 +157,9 @@ def witness_op(row: dict[str, Any]) -> dict[str, Any]:
         "value": None if row["value"] is None else json.loads(row["value"]),
         "error": row["error"], "node": row["node"],
     }
-    if row.get("producer") is not None:
-        op["producer"] = row["producer"]
+    for key in ("producer", "isolation", "group"):
+        if row.get(key) is not None:
+            op[key] = row[key]
     if row["drain"]:
         op["drain"] = True
     return op
@@ -157,7 +186,7 @@ def _build(inv: Op | None, comp: Op | None) -> PairedOp:
         typ, value, error = "info", first.get("value"), "incomplete: no completion in the history"
     else:
         typ, value, error = comp["type"], comp.get("value"), comp.get("error")
-        if value is None and inv is not None and comp["f"] in (SEND, ASSIGN, SUBSCRIBE):
+        if value is None and inv is not None and comp["f"] in (SEND, ASSIGN, SUBSCRIBE, TXN, COMMIT):
             value = inv.get("value")
     op = PairedOp(
         invoke_index=require_int(first.get("index"), "index", where),
@@ -170,6 +199,8 @@ def _build(inv: Op | None, comp: Op | None) -> PairedOp:
         drain=bool((inv or {}).get("drain") or (comp or {}).get("drain")),
         error=error, node=(comp or {}).get("node") or (inv or {}).get("node"),
         producer=(comp or {}).get("producer") or (inv or {}).get("producer"),
+        isolation=(comp or {}).get("isolation") or (inv or {}).get("isolation"),
+        group=(comp or {}).get("group") or (inv or {}).get("group"),
         value=value,
     )
     if op.f == SEND and is_client:
@@ -179,6 +210,13 @@ def _build(inv: Op | None, comp: Op | None) -> PairedOp:
     elif op.f == POLL and is_client and typ == "ok":
         op.messages, op.partitions = poll_reads(value, where)
         op.partition_starts = _starts(op.messages, op.partitions)
+    elif op.f == TXN and is_client:
+        op.messages, op.reads = txn_micro_ops(value, where)
+        op.partitions = list(dict.fromkeys(p for p, _, _ in op.messages))
+    elif op.f == COMMIT and is_client and typ == "ok":
+        op.committed = offsets_map(value, where)
+    elif op.f == REBALANCE and is_client:
+        op.partitions, op.revoked, op.generation = rebalance_view(value, where)
     elif op.f == ASSIGN and isinstance(value, list):
         op.partitions = [require_int(p, "partition", where) for p in value]
     elif op.f == SAMPLE and typ == "ok":

@@ -112,3 +112,36 @@ def test_conversion_marks_the_parquet_current(tmp_path: Path) -> None:
     assert not parquet_is_current(path, out)
     out.write_bytes(out.read_bytes()[:-20])           # no footer
     assert not parquet_is_current(path, out)
+
+
+def test_transactions_commits_and_rebalances_convert_like_the_per_op_path(tmp_path: Path) -> None:
+    """The history contract's txn, commit and rebalance ops and the isolation
+    and group fields land in their own columns, the same on both paths."""
+    g = {"group": "g1", "isolation": "read_uncommitted"}
+    ops = [
+        {"index": 0, "time": 1, "process": 1, "type": "invoke", "f": "txn",
+         "value": [["send", 0, 5], ["poll"], ["send", 1, 6]]},
+        {"index": 1, "time": 2, "process": 1, "type": "ok", "f": "txn", "isolation": "read_committed",
+         "value": [["send", 0, 5, 10], ["poll", {"2": [[3, 7], [4, 8]]}], ["send", 1, 6, 11]]},
+        {"index": 2, "time": 3, "process": 2, "type": "invoke", "f": "poll", "value": None, **g},
+        {"index": 3, "time": 4, "process": 2, "type": "ok", "f": "poll", "value": {"0": [[10, 5]]}, **g},
+        {"index": 4, "time": 5, "process": 2, "type": "ok", "f": "rebalance", "group": "g1",
+         "value": {"assigned": [0, 2], "revoked": [1], "generation": 4, "member": "m-1"}},
+        {"index": 5, "time": 6, "process": 2, "type": "invoke", "f": "commit", "value": None, "group": "g1",
+         "async": True},
+        {"index": 6, "time": 7, "process": 2, "type": "ok", "f": "commit", "value": {"0": 11}, "group": "g1"},
+        {"index": 7, "time": 8, "process": 3, "type": "invoke", "f": "txn", "value": [["send", 2, 9]]},
+        {"index": 8, "time": 9, "process": 3, "type": "fail", "f": "txn", "abort": True, "value": None},
+    ]
+    path = write(ops, tmp_path / "history.jsonl", compact=True)
+    rows = convert.history_table(path).to_pylist()
+    assert rows == per_op(path)
+    txn, poll, rebalance, commit, aborted = rows
+    assert [(m["partition"], m["offset"], m["value"]) for m in txn["messages"]] == [(0, 10, 5), (1, 11, 6)]
+    assert [(m["partition"], m["offset"], m["value"]) for m in txn["reads"]] == [(2, 3, 7), (2, 4, 8)]
+    assert (txn["isolation"], poll["isolation"], poll["group"]) == ("read_committed", "read_uncommitted", "g1")
+    assert (rebalance["partitions"], rebalance["revoked"], rebalance["generation"]) == ([0, 2], [1], 4)
+    assert rebalance["type"] == "ok" and rebalance["invoke_index"] == 4
+    assert commit["committed"] == [{"partition": 0, "offset": 11}]
+    assert [(m["partition"], m["offset"]) for m in aborted["messages"]] == [(2, None)]
+    assert aborted["type"] == "fail"
