@@ -24,7 +24,7 @@ import json
 import logging
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -50,6 +50,7 @@ _PROC = r'"process":\s*(?:(?P<i>-?\d+)\s*[,}]|"(?P<s>[^"\\]*)")'
 _VALUE = r'"value":\s*(?P<v>null|\{[^{}]*\}|\[[^"{}]*\])'
 _INCOMPLETE = "incomplete: no completion in the history"
 _BLOCK = 1 << 24
+BLOCK_BYTES = 1 << 28   # bytes of history.jsonl converted at a time (bounded memory for large histories)
 
 
 def _read_json(buf: pa.Buffer | bytes, schema: pa.Schema, unexpected: str) -> pa.Table:
@@ -76,32 +77,42 @@ def _lines(body: bytes) -> pa.LargeStringArray:
     return arr
 
 
-def _body(path: Path) -> bytes:
-    """The file without its header and without a truncated last line."""
-    raw = path.read_bytes()
-    if raw[:1].isspace():
-        raise Unsupported("leading blank line")
+def _blocks(path: Path, block_bytes: int) -> Iterator[tuple[bytes, bool]]:
+    """The file in blocks of whole lines, without its header and without a
+    truncated last line; True with the last block."""
+    marker = f'"{HEADER_KEY}"'.encode()
+    with open(path, "rb") as fh:
+        raw = fh.read(block_bytes)
+        if raw[:1].isspace():
+            raise Unsupported("leading blank line")
+        first_end = raw.find(b"\n") + 1 or len(raw)
+        if marker in raw[:first_end]:
+            head = json.loads(raw[:first_end])
+            version = head.get(HEADER_KEY) if isinstance(head, dict) else None
+            if not isinstance(version, int) or isinstance(version, bool) or version > FORMAT_VERSION:
+                raise Unsupported("header version")
+            raw = raw[first_end:]
+        while True:
+            more = fh.read(block_bytes)
+            if not more:
+                break
+            cut = raw.rfind(b"\n") + 1
+            if cut:
+                if marker in raw[:cut]:
+                    raise Unsupported("header not on the first line")
+                yield raw[:cut], False
+            raw = raw[cut:] + more
     if raw and not raw.endswith(b"\n"):
         cut = raw.rfind(b"\n") + 1
         if raw[cut:].strip():
             try:
                 json.loads(raw[cut:])
             except ValueError:
-                log.warning("%s:%d: ignoring truncated last line (the run was interrupted mid-write)",
-                            path, raw.count(b"\n") + 1)
+                log.warning("%s: ignoring truncated last line (the run was interrupted mid-write)", path)
                 raw = raw[:cut]
-    marker = f'"{HEADER_KEY}"'.encode()
-    n_headers = raw.count(marker)
-    first_end = raw.find(b"\n") + 1 or len(raw)
-    if n_headers == 0:
-        return raw
-    if n_headers > 1 or marker not in raw[:first_end]:
+    if marker in raw:
         raise Unsupported("header not on the first line")
-    head = json.loads(raw[:first_end])
-    version = head.get(HEADER_KEY) if isinstance(head, dict) else None
-    if not isinstance(version, int) or isinstance(version, bool) or version > FORMAT_VERSION:
-        raise Unsupported("header version")
-    return raw[first_end:]
+    yield raw, True
 
 
 def _np(col: pa.ChunkedArray | pa.Array, fill: Any = None) -> np.ndarray:
@@ -282,11 +293,30 @@ def _table(cols: dict[str, Any], n: int) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=PARQUET_SCHEMA)
 
 
-def history_table(path: Path) -> pa.Table:
+def history_table(path: Path, block_bytes: int = BLOCK_BYTES) -> pa.Table:
     """The paired ops of a JSONL history (``PARQUET_SCHEMA``, in ``pair_ops``
     order). Raises Unsupported when the columnar path cannot read it, and
     HistoryFormatError for an op the per-op definition refuses."""
-    body = _body(Path(path))
+    tables = list(history_tables(path, block_bytes))
+    return pa.concat_tables(tables) if tables else PARQUET_SCHEMA.empty_table()
+
+
+def history_tables(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[pa.Table]:
+    """``history_table`` in pieces, one per block of about ``block_bytes`` of
+    the file, so a history larger than memory converts in bounded memory.
+    Concatenated they are ``history_table``: an invoke whose completion is not
+    in its block is carried into the next block (a process has at most one
+    op outstanding, so the carry is at most one line per process)."""
+    carry = b""
+    for body, final in _blocks(Path(path), block_bytes):
+        table, carry = _pair_block(carry + body, final)
+        if table.num_rows:
+            yield table
+
+
+def _pair_block(body: bytes, final: bool) -> tuple[pa.Table, bytes]:
+    """The paired ops of a block of lines, and (unless ``final``) the lines of
+    the invokes still outstanding at its end, to prepend to the next block."""
     lines = _lines(body)
     blank = np.diff(np.frombuffer(lines.buffers()[1], np.int64)[:len(lines) + 1]) <= 1   # "\n" alone
     if blank.any():
@@ -296,7 +326,7 @@ def history_table(path: Path) -> pa.Table:
     if t.num_rows != n:
         raise Unsupported("line count")
     if not n:
-        return PARQUET_SCHEMA.empty_table()
+        return PARQUET_SCHEMA.empty_table(), b""
     for name in ("index", "time", "type", "f"):
         if t[name].null_count:
             raise Unsupported(f"missing {name}")
@@ -342,6 +372,10 @@ def history_table(path: Path) -> pa.Table:
     nx = nxt[invs]
     sup = invs[(nx >= 0) & is_inv[np.maximum(nx, 0)]]
     left = invs[nx < 0]
+    carry = b""
+    if not final:       # outstanding at the block's end: paired (or left) in a later block
+        carry = b"".join(lines[int(i)].as_py().encode() for i in np.sort(left))
+        left = left[:0]
     left = left[np.lexsort((left, index[left]))]
     if len(sup):
         log.warning("%d invokes superseded by another invoke of the same process with an op outstanding", len(sup))
@@ -429,5 +463,7 @@ def history_table(path: Path) -> pa.Table:
         rows_py = [_build(op(p_inv[k]), op(p_comp[k])).to_row() for k in slow]
         tables.append(pa.Table.from_pylist(rows_py, schema=PARQUET_SCHEMA))
         emits.append(emit[slow])
+    if not tables:
+        return PARQUET_SCHEMA.empty_table(), carry
     table = pa.concat_tables(tables)
-    return table.take(pa.array(np.argsort(np.concatenate(emits), kind="stable")))
+    return table.take(pa.array(np.argsort(np.concatenate(emits), kind="stable"))), carry

@@ -71,21 +71,29 @@ def history_to_parquet(jsonl_path: Path, parquet_path: Path) -> int:
 
     Raises HistoryFormatError for a corrupt line other than a truncated last one.
     """
-    from .convert import Unsupported, history_table
+    from .convert import Unsupported, history_tables
     jsonl_path, parquet_path = Path(jsonl_path), Path(parquet_path)
     size = jsonl_path.stat().st_size
-    try:
-        table = history_table(jsonl_path)
-    except Unsupported as e:
-        log.info("%s: op-by-op conversion (%s)", jsonl_path, e)
-        return write_parquet([(None, pair_ops(read_history(jsonl_path)))], parquet_path,
-                             {JSONL_BYTES: str(size).encode()})
+    meta = {JSONL_BYTES: str(size).encode()}
     parquet_path.parent.mkdir(parents=True, exist_ok=True)
     tmp = parquet_path.with_name(parquet_path.name + ".tmp")
-    pq.write_table(table.replace_schema_metadata({JSONL_BYTES: str(size).encode()}), tmp,
-                   row_group_size=ROW_GROUP)
+    n = 0
+    try:
+        with pq.ParquetWriter(tmp, PARQUET_SCHEMA.with_metadata(meta)) as writer:
+            for table in history_tables(jsonl_path):      # block by block: bounded memory
+                writer.write_table(table.replace_schema_metadata(meta), row_group_size=ROW_GROUP)
+                n += table.num_rows
+            if n == 0:
+                writer.write_table(PARQUET_SCHEMA.empty_table().replace_schema_metadata(meta))
+    except Unsupported as e:
+        log.info("%s: op-by-op conversion (%s)", jsonl_path, e)
+        tmp.unlink(missing_ok=True)
+        return write_parquet([(None, pair_ops(read_history(jsonl_path)))], parquet_path, meta)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     tmp.replace(parquet_path)
-    return table.num_rows
+    return n
 
 
 def parquet_is_current(jsonl_path: Path, parquet_path: Path) -> bool:

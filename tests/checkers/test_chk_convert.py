@@ -45,6 +45,21 @@ def test_columnar_equals_per_op(tmp_path_factory: Any, p: Params, typ: str, seed
     assert convert.history_table(path).to_pylist() == per_op(path)
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(params(meta=None), st.sampled_from(ANOMALIES), st.integers(0, 2**16), st.integers(64, 4096))
+def test_conversion_in_blocks_equals_whole(tmp_path_factory: Any, p: Params, typ: str, seed: int,
+                                           block: int) -> None:
+    """Invokes whose completion lies in a later block are carried over: the
+    blocks together are the per-op pairing, row for row."""
+    ops = simulate(p)
+    got = inject(ops, typ, random.Random(seed))
+    ops = got[0] if got else ops
+    path = write(ops, tmp_path_factory.mktemp("h") / "history.jsonl", compact=True)
+    tables = list(convert.history_tables(path, block_bytes=block))
+    assert path.stat().st_size < 2 * block or len(list(convert._blocks(path, block))) > 1
+    assert [row for t in tables for row in t.to_pylist()] == per_op(path)
+
+
 def test_sends_and_polls_skip_the_per_op_builder(tmp_path: Path, monkeypatch: Any) -> None:
     built: list[Any] = []
     real = convert._build
