@@ -14,22 +14,24 @@ Field semantics (common/metadata/*.json in kafka-metadata 4.3.1):
 - isr, replicas, eligibleLeaderReplicas, lastKnownElr: absent/null = unchanged, else the new list.
 - leaderRecoveryState in a change: absent (-1) = unchanged, 0 = elected from the ISR or recovered,
   1 = elected by unclean election and still recovering. Records carry topicId, never the topic name.
+- Kafka before 4.0 has no ELR (KIP-966): its records carry no eligibleLeaderReplicas or lastKnownElr.
 """
 from __future__ import annotations
 
 import json
 import posixpath
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from broker.config import DATA_DIR
-from infra.distribution import KAFKA_LIB
+from infra.distribution import DEFAULT_KAFKA_VERSION, KAFKA_LIB
 from infra.errors import KchaosError
+from infra.kafka_versions import features, installed_version
 from infra.node import Node
 
 METADATA_DIR = f"{DATA_DIR}/__cluster_metadata-0"
-DUMP_MAIN = "org.apache.kafka.tools.DumpLogSegments"
 DUMP_TIMEOUT_S = 300.0
 BYTES_PER_RECORD_CAP = 100  # a partition over max_records * this many bytes is not dumped record by record
 
@@ -175,9 +177,30 @@ def combine_segments(segments: Sequence[dict], max_records: int | None) -> tuple
 
 
 # -- on the node ----------------------------------------------------------------------
-def _dump_argv(files: Sequence[str], *flags: str) -> list[str]:
+def node_kafka_version(node: Node, attempts: int = 3) -> str:
+    """The Kafka version installed on the node, from its jars: DumpLogSegments' class depends
+    on it (infra.kafka_versions). A listing that names no kafka-clients jar is tried again
+    (a busy node's exec once came back empty) and then is an error, never a guess."""
+    said = "no output"
+    for attempt in range(attempts):
+        if attempt:
+            time.sleep(1.0)
+        try:
+            res = node.run(["ls", KAFKA_LIB], check=False, timeout=30)
+        except KchaosError as exc:
+            said = str(exc)
+            continue
+        version = installed_version(res.out.split())
+        if version is not None:
+            return version
+        said = f"exit {res.exit}: {(res.err or res.out).strip()[:200] or 'no output'}"
+    raise RecordReadError(f"{node.name}: no Kafka version in {KAFKA_LIB} ({said})")
+
+
+def _dump_argv(files: Sequence[str], *flags: str, kafka_version: str = DEFAULT_KAFKA_VERSION) -> list[str]:
     return ["java", "-Xmx256m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dlog4j2.level=OFF",
-            "-cp", f"{KAFKA_LIB}/*", DUMP_MAIN, *flags, "--files", ",".join(files)]
+            "-cp", f"{KAFKA_LIB}/*", features(kafka_version).dump_log_segments_main, *flags,
+            "--files", ",".join(files)]
 
 
 def _run(node: Node, argv: Sequence[str], what: str, timeout: float = DUMP_TIMEOUT_S) -> str:
@@ -216,7 +239,8 @@ def read_metadata_log(node: Node, metadata_dir: str = METADATA_DIR) -> MetadataD
     snapshots = [posixpath.basename(p) for p, _ in files if p.endswith(".checkpoint")]
     if not segments:
         raise RecordReadError(f"{node.name}: no metadata log segments in {metadata_dir}")
-    text = _run(node, _dump_argv(segments, "--cluster-metadata-decoder"), "dumping the metadata log")
+    text = _run(node, _dump_argv(segments, "--cluster-metadata-decoder", kafka_version=node_kafka_version(node)),
+                "dumping the metadata log")
     return MetadataDump(node.name, parse_metadata_dump(text), segment_base(segments[0]),
                         metadata_end_offset(text), segments, snapshots)
 
@@ -246,12 +270,15 @@ def read_replica_logs(node: Node, topic: str, partitions: Iterable[int], max_rec
     size = {p: sum(s for f, s in listing[d] if f.endswith(".log")) for p, d in held.items()}
     big = {p for p in held if size[p] > max_records * BYTES_PER_RECORD_CAP}
     parsed: dict[str, dict] = {}
+    version = node_kafka_version(node)
     deep = [f for p in held if p not in big for f in segs[p]]
     if deep:
-        parsed.update(parse_data_dump(_run(node, _dump_argv(deep, "--print-data-log"), f"dumping {topic}")))
+        parsed.update(parse_data_dump(_run(node, _dump_argv(deep, "--print-data-log", kafka_version=version),
+                                           f"dumping {topic}")))
     shallow = [f for p in big for f in segs[p]]
     if shallow:
-        parsed.update(parse_data_dump(_run(node, _dump_argv(shallow), f"dumping {topic} (batches only)")))
+        parsed.update(parse_data_dump(_run(node, _dump_argv(shallow, kafka_version=version),
+                                           f"dumping {topic} (batches only)")))
     out: dict[int, ReplicaDump] = {}
     for p, d in held.items():
         cp = f"{d}/leader-epoch-checkpoint"

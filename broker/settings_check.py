@@ -31,6 +31,7 @@ from typing import Any, Mapping
 
 from broker.config import property_value
 from infra.distribution import cache_root, resolve_kafka
+from infra.kafka_versions import features
 
 BROKER_DEFS = "kafka.server.KafkaConfig"                      # configDef(): every broker setting
 TOPIC_DEFS = "org.apache.kafka.storage.internals.log.LogConfig"  # configKeys(): every topic setting
@@ -62,6 +63,19 @@ def check_settings(kafka_version: str, broker: Mapping[str, Any], topic: Mapping
         if memo not in _answers:
             _answers[memo] = _ask_kafka(kafka_version, dict(items))
         return _answers[memo]
+
+
+def check_features(kafka_version: str, broker_features: Mapping[str, Any]) -> str | None:
+    """The first ``[broker_features]`` entry that formatting would not apply, as one line, or
+    None. Kafka before 3.9 ignores every format feature but metadata.version without a word
+    (``infra/kafka_versions.py``, "storage-features"); later versions refuse unknown ones
+    themselves. No JVM."""
+    table = features(kafka_version)
+    for name in sorted(broker_features):
+        problem = table.storage_feature_problem(str(name))
+        if problem is not None:
+            return f"{toml_key('broker_features', str(name))}: {problem}"
+    return None
 
 
 def _jars(kafka_version: str) -> tuple[Path, str]:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from infra.errors import KafkaVersionNotFound, KchaosError
+from infra.kafka_versions import features
 
 KAFKA_HOME = "/opt/kafka"
 KAFKA_LIB = f"{KAFKA_HOME}/lib"  # every jar: the broker's classpath is this whole folder
@@ -45,12 +46,12 @@ POM_TEMPLATE = """<?xml version="1.0" encoding="UTF-8"?>
         <exclusion><groupId>org.apache.kafka</groupId><artifactId>connect-json</artifactId></exclusion>
         <exclusion><groupId>org.apache.kafka</groupId><artifactId>connect-runtime</artifactId></exclusion>
         <exclusion><groupId>org.apache.kafka</groupId><artifactId>connect-transforms</artifactId></exclusion>
-      </exclusions>
+{extra_exclusions}      </exclusions>
     </dependency>
     <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>{log4j}</version></dependency>
     <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>{log4j}</version></dependency>
     <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-api</artifactId><version>{log4j}</version></dependency>
-  </dependencies>
+{extra_dependencies}  </dependencies>
 </project>
 """
 
@@ -109,10 +110,24 @@ def validate_version(version: str) -> str:
     return version
 
 
+def render_pom(version: str) -> str:
+    """The POM that resolves ``version``: the template, plus the exclusions the version
+    table asks for (none for 4.x, so its text, and its cache folder, are unchanged)."""
+    table = features(version)
+    exclusions = "".join(
+        f"        <exclusion><groupId>{g}</groupId><artifactId>{a}</artifactId></exclusion>\n"
+        for g, a in (ga.split(":") for ga in table.excluded_artifacts))
+    dependencies = "".join(
+        f"    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>{a}</artifactId>"
+        f"<version>{LOG4J_VERSION}</version></dependency>\n" for a in table.log4j_artifacts)
+    return POM_TEMPLATE.format(v=version, log4j=LOG4J_VERSION, extra_exclusions=exclusions,
+                               extra_dependencies=dependencies)
+
+
 def resolve_kafka(version: str = DEFAULT_KAFKA_VERSION, cache: Path | None = None) -> KafkaDistribution:
     """Return the cached distribution, resolving it with mvn on first use."""
     validate_version(version)
-    pom = POM_TEMPLATE.format(v=version, log4j=LOG4J_VERSION)
+    pom = render_pom(version)
     # The POM's hash is in the folder name: a changed resolution never reuses a stale cache.
     root = (cache or cache_root()) / "kafka" / f"{version}-{hashlib.sha256(pom.encode()).hexdigest()[:8]}"
     done = root / ".complete"

@@ -66,12 +66,15 @@ def drain_settings(bootstrap: str, consumer_config: dict | None, partition: int)
         "client.id": f"kchaos-drain-{partition}",
         "group.id": f"kchaos-drain-{uuid.uuid4().hex[:12]}",
         "auto.offset.reset": "earliest",
-        "isolation.level": "read_committed",
     }
     conf = merge_settings(defaults, consumer_config)
-    # Not overridable: a drain never commits and must see the partition's end.
+    # Not overridable: a drain never commits and must see the partition's end;
+    # it reads what the log holds as committed (read_committed: a transaction's
+    # writes only once committed, never an aborted one), whatever isolation the
+    # workload's consumers use, so its ops carry no ``isolation`` (null means
+    # read_committed in the history contract).
     conf.update({"enable.auto.commit": False, "enable.partition.eof": True,
-                 "logger": librdkafka_logger()})
+                 "isolation.level": "read_committed", "logger": librdkafka_logger()})
     return conf
 
 
