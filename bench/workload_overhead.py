@@ -1,24 +1,39 @@
 """How much does recording cost? Raw confluent-kafka produce vs. kchaos's recorded send.
 
-Brings up a 3-node cluster ("bench-wl", destroyed at the end, also on Ctrl-C),
-creates a topic (RF 3, 3 partitions), then measures acknowledged messages per
-second for the same message size and concurrency two ways:
+Brings up a 3-node cluster ("bench-wl-<pid>", destroyed at the end, also on
+Ctrl-C; or ``--attach NAME`` to use a running one, left running), creates a
+topic (RF 3, 3 partitions), then measures acknowledged messages per second for
+the same message size and concurrency two ways. ``--mode pipelined`` (the
+default; issue 15's benchmark):
 
 * raw: T threads, each with its own Producer (acks=all, idempotent,
-  linger.ms=1 like the workload's defaults), producing a batch of B messages
-  to explicit partitions and flushing, again and again;
-* recorded: T threads, each a QueueClient doing the same batches as ``send``
-  ops, every invocation and completion appended to one real HistoryWriter.
+  max.in.flight.requests.per.connection 5, linger.ms=1 like the workload's
+  defaults), ``produce`` without a flush per message, at most ``--in-flight``
+  messages outstanding (a counter decremented in the delivery callback),
+  ``poll`` serving the delivery reports;
+* recorded: T threads, each a ``workloads.pipelined.PipelinedProducer`` with
+  the same in-flight bound, driven as the runner's pipelined worker drives it
+  (``pump``: invokes recorded a batch at a time, completions a poll at a
+  time), every invocation and completion
+  recorded through the runner's ``Recorder`` into one real ``HistoryWriter``
+  with its columnar copy (history.parquet) on, as in a run.
+
+``--mode batch``: T threads of QueueClient send ops of B messages, each
+flushed, against raw produce-and-flush batches.
 
 The two alternate in rounds (raw, recorded, raw, recorded, ...) so that load
-from anything else on the machine hits both alike.
+from anything else on the machine hits both alike; each round counts the
+acknowledgements that arrived within its window (what is still in flight at
+its end drains, untimed, before the next round). Producers are made and warmed
+up (idempotent PID, connections) before the first round.
 
-    .venv/bin/python bench/workload_overhead.py [--seconds 20] [--threads 4]
-        [--batch 1] [--message-bytes 100] [--rounds 5]
+    .venv/bin/python bench/workload_overhead.py [--mode pipelined] [--seconds 20]
+        [--rounds 5] [--threads 2] [--in-flight 500] [--message-bytes 100] [--attach NAME]
 """
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import os
 import signal
@@ -32,14 +47,16 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import Producer  # noqa: E402
 
-from harness.cluster import cluster_down, cluster_up  # noqa: E402
+from harness.cluster import cluster_attach, cluster_down, cluster_up  # noqa: E402
 from harness.history import HistoryWriter  # noqa: E402
+from harness.runner import Recorder  # noqa: E402
 from workloads import ClientContext, QueueClient  # noqa: E402
-from workloads.core import librdkafka_logger  # noqa: E402
+from workloads.core import librdkafka_logger, producer_settings  # noqa: E402
+from workloads.pipelined import PipelinedProducer  # noqa: E402
 from workloads.queue import encode_value  # noqa: E402
 
-CLUSTER = "bench-wl"
 PARTITIONS = 3
+OP_TIMEOUT_S = 10.0
 
 
 def batches(thread: int, threads: int, batch: int):
@@ -116,6 +133,116 @@ def recorded(bootstrap: str, topic: str, threads: int, batch: int, size: int, se
     return run_threads(work, threads, seconds)
 
 
+# -- pipelined ------------------------------------------------------------------------
+def _context(bootstrap: str, topic: str, size: int) -> ClientContext:
+    return ClientContext(bootstrap=bootstrap, topic=topic, partitions=PARTITIONS, message_bytes=size,
+                         op_timeout_s=OP_TIMEOUT_S, node="all",
+                         producer_config={"acks": "all", "enable.idempotence": True,
+                                          "max.in.flight.requests.per.connection": 5})
+
+
+class RawPipelined:
+    """One raw confluent-kafka producer per thread, the workload's settings,
+    at most ``in_flight`` messages outstanding."""
+
+    def __init__(self, bootstrap: str, topic: str, threads: int, in_flight: int, size: int):
+        ctx = _context(bootstrap, topic, size)
+        conf = producer_settings(ctx)
+        conf["logger"] = librdkafka_logger()
+        self.topic, self.threads, self.in_flight, self.size = topic, threads, in_flight, size
+        self.producers = [Producer(dict(conf, **{"client.id": f"raw-{i}"})) for i in range(threads)]
+        self.outstanding = [0] * threads
+        self.sent = [0] * threads
+
+    def round(self, seconds: float) -> tuple[int, int, float, float]:
+        def work(i: int, stop_at: float, count: list[int]) -> None:
+            producer, topic, size, bound = self.producers[i], self.topic, self.size, self.in_flight
+            out = self.outstanding
+            acked = [0]
+            n = self.sent[i]
+
+            def on_delivery(err, msg):
+                out[i] -= 1
+                if err is None and time.monotonic() < stop_at:
+                    acked[0] += 1
+
+            while time.monotonic() < stop_at:
+                while out[i] >= bound:
+                    producer.poll(0.01)
+                p = n % PARTITIONS
+                producer.produce(topic, encode_value((n // PARTITIONS) * self.threads + i, size), str(p).encode(),
+                                 p, on_delivery=on_delivery)
+                out[i] += 1
+                n += 1
+                producer.poll(0)
+            count[0] = acked[0]
+            count[1] = n - self.sent[i]
+            self.sent[i] = n
+            producer.flush(OP_TIMEOUT_S)   # untimed: the next round starts with nothing in flight
+
+        return run_threads(work, self.threads, seconds)
+
+    def close(self) -> None:
+        for p in self.producers:
+            p.flush(OP_TIMEOUT_S)
+
+
+class RecordedPipelined:
+    """One PipelinedProducer per thread recording into ``recorder``, driven
+    as the runner's pipelined worker drives it (``pump``, ``record_many``)."""
+
+    def __init__(self, bootstrap: str, topic: str, threads: int, in_flight: int, size: int, recorder: Recorder):
+        procs = itertools.count(1000)
+        names = itertools.count()
+        self.recorder, self.threads = recorder, threads
+        self.acked = [0] * threads
+        self.stop_at = 0.0
+
+        def counting(i: int):
+            """The recorder, counting the ok completions recorded within the round."""
+            def record_many(ops: list[dict]) -> list[dict]:
+                ops = recorder.append_many(ops)
+                if time.monotonic() < self.stop_at:
+                    self.acked[i] += sum(1 for op in ops if op["type"] == "ok")
+                return ops
+            return record_many
+
+        self.producers = [PipelinedProducer(_context(bootstrap, topic, size), in_flight, recorder.append,
+                                            lambda: next(procs), lambda: f"p{next(names)}",
+                                            record_many=counting(i)) for i in range(threads)]
+        self.sent = [0] * threads
+
+    def round(self, seconds: float) -> tuple[int, int, float, float]:
+        self.acked = [0] * self.threads
+        self.stop_at = time.monotonic() + seconds
+
+        def work(i: int, stop_at: float, count: list[int]) -> None:
+            producer = self.producers[i]
+            n0 = self.sent[i]
+            sent = [n0]
+
+            def messages():
+                n = n0
+                while True:
+                    yield n % PARTITIONS, (n // PARTITIONS) * self.threads + i
+                    n += 1
+                    sent[0] = n
+
+            producer.pump(messages(), lambda: time.monotonic() >= stop_at)
+            count[0] = self.acked[i]
+            count[1] = sent[0] - n0
+            self.sent[i] = sent[0]
+            end = time.monotonic() + OP_TIMEOUT_S   # untimed drain before the next round
+            while producer.outstanding and time.monotonic() < end:
+                producer.serve(0.05)
+
+        return run_threads(work, self.threads, seconds)
+
+    def close(self) -> None:
+        for p in self.producers:
+            p.close(flush_s=OP_TIMEOUT_S)
+
+
 def warm_up(bootstrap: str, topic: str, timeout_s: float = 60) -> None:
     """Until an idempotent producer gets acks from every partition quickly
     (right after start the brokers still load the coordinators' state)."""
@@ -134,15 +261,25 @@ def warm_up(bootstrap: str, topic: str, timeout_s: float = 60) -> None:
         time.sleep(0.2)
 
 
+def load() -> str:
+    return f"load {os.getloadavg()[0]:.1f}"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--mode", choices=("pipelined", "batch"), default="pipelined")
     ap.add_argument("--seconds", type=float, default=20, help="per method, split over the rounds")
-    ap.add_argument("--threads", type=int, default=4)
-    ap.add_argument("--batch", type=int, default=1, help="messages per send op")
+    ap.add_argument("--threads", type=int, default=None,
+                    help="producers (pipelined; default 2) or clients (batch; default 4)")
+    ap.add_argument("--in-flight", type=int, default=500, help="pipelined: messages outstanding per producer")
+    ap.add_argument("--batch", type=int, default=1, help="batch: messages per send op")
     ap.add_argument("--message-bytes", type=int, default=100)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--attach", metavar="NAME", help="use this running cluster (left running)")
+    ap.add_argument("--no-columnar", action="store_true", help="recorded: no history.parquet beside the JSONL")
     ap.add_argument("--keep-history", action="store_true")
     args = ap.parse_args(argv)
+    threads = args.threads or (2 if args.mode == "pipelined" else 4)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     librdkafka_logger().setLevel(logging.ERROR)
 
@@ -150,40 +287,66 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt
     signal.signal(signal.SIGTERM, on_term)
 
-    print(f"bringing up cluster {CLUSTER!r} ...", flush=True)
+    cluster = args.attach or f"bench-wl-{os.getpid()}"
     try:
-        handle = cluster_up(CLUSTER, nodes=3)
+        if args.attach:
+            handle = cluster_attach(cluster)
+            print(f"attached to cluster {cluster!r}", flush=True)
+        else:
+            print(f"bringing up cluster {cluster!r} ...", flush=True)
+            handle = cluster_up(cluster, nodes=3)
+            print(f"cluster up in {handle.timings['total_s']:.0f}s", flush=True)
         kafka = handle.kafka
         topic = f"bench-{os.getpid()}"
         kafka.create_topic(topic, partitions=PARTITIONS, replication_factor=3)
         bootstrap = kafka.bootstrap()
         per_round = args.seconds / args.rounds
-        print(f"cluster up in {handle.timings['total_s']:.0f}s; {args.threads} threads, batch {args.batch}, "
-              f"{args.message_bytes}-byte values, {args.rounds} x {per_round:.0f}s per method", flush=True)
+        shape = (f"{threads} producers x {args.in_flight} in flight" if args.mode == "pipelined"
+                 else f"{threads} threads, batch {args.batch}")
+        print(f"{args.mode}: {shape}, {args.message_bytes}-byte values, acks=all, idempotent, "
+              f"{args.rounds} x {per_round:.1f}s per method; {load()}", flush=True)
         warm_up(bootstrap, topic)
         tot = {"raw": [0, 0, 0.0, 0.0], "recorded": [0, 0, 0.0, 0.0]}
+        loads: list[float] = []
         with tempfile.TemporaryDirectory(prefix="kchaos-bench-") as tmp:
             path = Path(tmp) / "history.jsonl"
-            with HistoryWriter(path) as writer:
-                # Untimed warm-up of both paths (the brokers' JIT, connections).
-                raw(bootstrap, topic, args.threads, args.batch, args.message_bytes, 3)
-                recorded(bootstrap, topic, args.threads, args.batch, args.message_bytes, 3, writer, 0)
+            with HistoryWriter(path, columnar=not args.no_columnar) as writer:
+                if args.mode == "pipelined":
+                    rawp = RawPipelined(bootstrap, topic, threads, args.in_flight, args.message_bytes)
+                    recp = RecordedPipelined(bootstrap, topic, threads, args.in_flight, args.message_bytes,
+                                             Recorder(writer))
+                    methods = {"raw": rawp.round, "recorded": recp.round}
+                else:
+                    bases = itertools.count(0, 1000)   # a fresh process number per client
+                    methods = {
+                        "raw": lambda secs: raw(bootstrap, topic, threads, args.batch, args.message_bytes, secs),
+                        "recorded": lambda secs: recorded(bootstrap, topic, threads, args.batch,
+                                                          args.message_bytes, secs, writer, next(bases))}
+                # Untimed warm-up of both paths (PIDs, connections, the brokers' JIT).
+                for fn in methods.values():
+                    fn(3)
                 for r in range(args.rounds):
-                    for name in ("raw", "recorded"):
-                        if name == "raw":
-                            msgs, ops, el, cpu = raw(bootstrap, topic, args.threads, args.batch,
-                                                args.message_bytes, per_round)
-                        else:
-                            msgs, ops, el, cpu = recorded(bootstrap, topic, args.threads, args.batch,
-                                                     args.message_bytes, per_round, writer, 1000 * (r + 1))
+                    for name, fn in methods.items():
+                        msgs, ops, el, cpu = fn(per_round)
                         t = tot[name]
                         t[0] += msgs
                         t[1] += ops
                         t[2] += el
                         t[3] += cpu
-                        print(f"  round {r + 1} {name:8s}: {msgs / el:9.0f} msgs/s ({ops / el:7.0f} ops/s, "
-                              f"{cpu / max(msgs, 1) * 1e6:5.0f} us CPU/msg)", flush=True)
+                        loads.append(os.getloadavg()[0])
+                        print(f"  round {r + 1} {name:8s}: {msgs / el:9.0f} acks/s ({ops / el:7.0f} sends/s, "
+                              f"{cpu / max(msgs, 1) * 1e6:5.0f} us CPU/ack; {load()})", flush=True)
+                if args.mode == "pipelined":
+                    rawp.close()
+                    recp.close()
+                t_close = time.monotonic()
+            close_s = time.monotonic() - t_close      # the columnar copy's backlog, paired at close
+            copy = writer._columnar
+            copy_note = (f"; columnar copy: {copy.busy_s:.1f} s pairing in all, {close_s:.1f} s of it at close"
+                         if copy is not None else "")
             lines = sum(1 for _ in open(path, "rb"))
+            parquet = path.with_suffix(".parquet")
+            pq_note = f", history.parquet {parquet.stat().st_size / 1e6:.1f} MB" if parquet.exists() else ""
             if args.keep_history:
                 kept = Path(f"bench-history-{os.getpid()}.jsonl")
                 kept.write_bytes(path.read_bytes())
@@ -191,17 +354,20 @@ def main(argv: list[str] | None = None) -> int:
         raw_rate = tot["raw"][0] / tot["raw"][2]
         rec_rate = tot["recorded"][0] / tot["recorded"][2]
         cpu = {k: v[3] / max(v[0], 1) * 1e6 for k, v in tot.items()}
-        print(f"raw confluent-kafka : {raw_rate:9.0f} msgs/s  {cpu['raw']:5.0f} us CPU/msg")
-        print(f"kchaos recorded send: {rec_rate:9.0f} msgs/s  {cpu['recorded']:5.0f} us CPU/msg "
-              f"({lines} history lines)")
-        print(f"ratio recorded/raw  : {rec_rate / raw_rate:9.2f}")
+        span = f"load {min(loads):.1f}-{max(loads):.1f}" if loads else load()
+        what = "pipelined" if args.mode == "pipelined" else "send"
+        print(f"raw confluent-kafka     : {raw_rate:9.0f} acks/s  {cpu['raw']:5.0f} us CPU/ack ({span})")
+        print(f"kchaos recorded {what:9s}: {rec_rate:9.0f} acks/s  {cpu['recorded']:5.0f} us CPU/ack "
+              f"({lines} history lines{pq_note}{copy_note})")
+        print(f"ratio recorded/raw      : {rec_rate / raw_rate:9.2f}")
         return 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     finally:
-        print(f"removing cluster {CLUSTER!r}", flush=True)
-        cluster_down(CLUSTER)
+        if not args.attach:
+            print(f"removing cluster {cluster!r}", flush=True)
+            cluster_down(cluster)
 
 
 if __name__ == "__main__":

@@ -309,12 +309,12 @@ def history_tables(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[pa.Ta
     op outstanding, so the carry is at most one line per process)."""
     carry = b""
     for body, final in _blocks(Path(path), block_bytes):
-        table, carry = _pair_block(carry + body, final)
+        table, carry = pair_block(carry + body, final)
         if table.num_rows:
             yield table
 
 
-def _pair_block(body: bytes, final: bool) -> tuple[pa.Table, bytes]:
+def pair_block(body: bytes, final: bool) -> tuple[pa.Table, bytes]:
     """The paired ops of a block of lines, and (unless ``final``) the lines of
     the invokes still outstanding at its end, to prepend to the next block."""
     lines = _lines(body)

@@ -36,7 +36,9 @@ isolation   on ops that read (poll, txn; optional): the consumer's
             consumer of a history without the field used
 group       on the ops of a consumer-group member (subscribe, poll, commit,
             rebalance; optional): the group id
-abort       on a txn the workload chose to abort (optional): true
+abort       on a txn the schedule chose to abort (optional): true on the
+            invoke (the plan) and on the completion when the workload did
+            abort it by choice
 async       on a commit made with an asynchronous commit (optional): true;
             its completion is the commit callback's report
 drain       true on the final phase's reads of each partition (optional)
@@ -84,7 +86,8 @@ Values, with one topic per run and the key of a message equal to its partition:
   happened; writes with an offset are acknowledged only when the op is ok.
 * ``commit`` (offsets of a group member): invoke null (commit the consumer's
   positions) or ``{"<partition>": offset}``; ok: ``{"<partition>": offset}``,
-  the offsets committed (Kafka's convention: the next offset to consume).
+  the offsets committed (Kafka's convention: the next offset to consume);
+  fail / info: the offsets it tried to commit, or null when not known.
 * ``rebalance`` (an event: a completion of type "ok" with no invoke, written
   by the member's process right after the completion of the op during which
   librdkafka called the rebalance callback, so its time is an upper bound):
@@ -92,7 +95,10 @@ Values, with one topic per run and the key of a message equal to its partition:
   int|null, "member": str|null}``. ``assigned`` lists the partitions the
   member holds from then on that it did not hold before; under the
   cooperative protocol only the changes are listed, under eager ones
-  ``revoked`` lists every partition it held.
+  ``revoked`` lists every partition it held. ``"lost": true`` (optional)
+  marks librdkafka's on_lost: the revoked partitions were lost (session
+  timeout, fenced) rather than given up. The revoke librdkafka runs inside
+  the consumer's close is written after the process's last op.
 * ``sample`` (process "sampler", type "ok" only, no invoke):
   ``{"controller": broker_id|null, "partitions": {"<p>": {"leader": id|null,
   "isr": [ids], "epoch": int|null}}}``. Broker id k runs on node "nk".

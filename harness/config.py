@@ -40,6 +40,19 @@ class WorkloadConfig:
     poll_timeout: float = 0.02
     producer: str = "batch"
     in_flight: int = 5              # pipelined: messages outstanding per producer (one process each)
+    # Transactions (workloads/txn.py): every op after the assign is a txn of
+    # 1..txn_max_ops micro-ops, aborted by choice with abort_probability.
+    transactions: bool = False
+    txn_max_ops: int = 4
+    abort_probability: float = 0.1
+    txn_send_offsets: bool = False  # consume-transform-produce: send_offsets_to_transaction per txn
+    crash_interval: float = 0.0     # seconds between client crashes per worker (0: none)
+    # Consumer groups (mode = "subscribe", workloads/group.py): the share of all
+    # ops that are commits (None: 0.1 in subscribe mode, 0 in assign mode), the
+    # chance a commit is asynchronous, and the group id (None: "kchaos-<seed>").
+    commit_fraction: float | None = None
+    async_commit_probability: float = 0.5
+    group_id: str | None = None
 
 
 @dataclass
@@ -232,17 +245,136 @@ def validate(cfg: RunConfig) -> RunConfig:
                              f"{', '.join(moved)} set")
     if cfg.seed is not None and not isinstance(cfg.seed, int):
         raise UsageError(f"seed must be an integer, got {cfg.seed!r}")
+    _validate_transactions(cfg)
+    _validate_group(cfg)
     _validate_client_settings(cfg)
+    _validate_txn_client(cfg)
     _validate_kafka_settings(cfg)
     return cfg
+
+
+def _is_false(value: Any) -> bool:
+    return value is False or str(value).strip().lower() in ("false", "0")
+
+
+def _validate_transactions(cfg: RunConfig) -> None:
+    """Transactions and client crashes: ranges, and the combinations Kafka or
+    kchaos cannot run (one line, exit 64)."""
+    w = cfg.workload
+    if not 0 <= w.abort_probability <= 1:
+        raise UsageError(f"abort_probability must be between 0 and 1, got {w.abort_probability:g}")
+    if w.txn_max_ops < 1:
+        raise UsageError(f"txn_max_ops must be at least 1, got {w.txn_max_ops}")
+    if not 0 <= w.crash_interval < float("inf"):
+        raise UsageError(f"crash_interval must be a finite number of seconds, 0 (no crashes) or more, "
+                         f"got {w.crash_interval:g}")
+    if w.crash_interval and w.producer == "pipelined":
+        raise UsageError('crash_interval is not supported with producer = "pipelined"')
+    isolation = cfg.consumer.get("isolation.level")
+    if isolation is not None and isolation not in ("read_committed", "read_uncommitted"):
+        raise UsageError(f'consumer."isolation.level": must be "read_committed" or "read_uncommitted", '
+                         f"got {isolation!r}")
+    if "transactional.id" in cfg.producer:
+        raise UsageError('producer."transactional.id" is set by kchaos, one per worker: use [workload] '
+                         "transactions = true instead")
+    if w.txn_send_offsets and not w.transactions:
+        raise UsageError("txn_send_offsets needs transactions = true")
+    if not w.transactions:
+        return
+    if w.producer == "pipelined":
+        raise UsageError('transactions = true cannot run with producer = "pipelined": a txn op is a '
+                         "whole transaction")
+    if w.mode != "assign":
+        raise UsageError(f'transactions = true needs mode = "assign" (the txn consumer assigns its '
+                         f"partitions), got {w.mode!r}")
+    idem = cfg.producer.get("enable.idempotence", True)
+    if _is_false(idem):
+        raise UsageError("transactions = true needs an idempotent producer; producer.\"enable.idempotence\" "
+                         "is false")
+    acks = cfg.producer.get("acks", cfg.producer.get("request.required.acks", "all"))
+    if str(acks).strip().lower() not in ("all", "-1"):
+        raise UsageError(f'transactions = true needs producer.acks = "all" (or -1), got {acks!r}')
+
+
+DEFAULT_COMMIT_FRACTION = 0.1
+
+
+def effective_commit_fraction(cfg: RunConfig) -> float:
+    """The share of ops that are commits: ``commit_fraction``, by default 0.1
+    in subscribe mode and 0 in assign mode (assigned consumers are no group members)."""
+    w = cfg.workload
+    if w.commit_fraction is not None:
+        return float(w.commit_fraction)
+    return DEFAULT_COMMIT_FRACTION if w.mode == "subscribe" else 0.0
+
+
+def run_group_id(cfg: RunConfig) -> str:
+    """The consumers' group id: ``[consumer] "group.id"``, else ``[workload]
+    group_id``, else ``kchaos-<seed>``."""
+    if "group.id" in cfg.consumer:
+        return str(cfg.consumer["group.id"])
+    if cfg.workload.group_id is not None:
+        return str(cfg.workload.group_id)
+    return f"kchaos-{cfg.seed}"
+
+
+def _validate_group(cfg: RunConfig) -> None:
+    """Consumer groups: commit shares, the group id, and the settings that
+    would commit what the history cannot show (one line, exit 64)."""
+    w = cfg.workload
+    for key in ("commit_fraction", "async_commit_probability"):
+        value = getattr(w, key)
+        if value is None and key == "commit_fraction":
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise UsageError(f"{key} must be between 0 and 1, got {value!r}")
+    if w.group_id is not None and not isinstance(w.group_id, str):
+        raise UsageError(f"group_id must be a string, got {w.group_id!r}")
+    commits = effective_commit_fraction(cfg)
+    if w.mode != "subscribe":
+        if commits:
+            raise UsageError(f'commit_fraction {commits:g} needs mode = "subscribe": assigned consumers '
+                             "are not group members and commit nothing")
+        return
+    if w.send_fraction + commits > 1:
+        raise UsageError(f"send_fraction {w.send_fraction:g} + commit_fraction {commits:g} is above 1")
+    if (w.group_id is not None and "group.id" in cfg.consumer
+            and str(cfg.consumer["group.id"]) != w.group_id):
+        raise UsageError(f'[workload] group_id {w.group_id!r} and consumer."group.id" '
+                         f'{cfg.consumer["group.id"]!r} differ; set one')
+    if not run_group_id(cfg).strip():
+        raise UsageError('mode = "subscribe" needs a group id; [workload] group_id or consumer."group.id" is empty')
+    for key in ("enable.auto.commit", "enable.auto.offset.store"):
+        if commits and key in cfg.consumer and not _is_false(cfg.consumer[key]):
+            raise UsageError(f'consumer."{key}" = {cfg.consumer[key]!r} with commit ops (commit_fraction '
+                             f"{commits:g}): librdkafka would commit offsets the history does not show; "
+                             "leave it unset (false)")
+
+
+def _validate_txn_client(cfg: RunConfig) -> None:
+    """With transactions, librdkafka judges the transactional producer too."""
+    if not cfg.workload.transactions:
+        return
+    from workloads.txn import check_txn_settings
+
+    try:
+        check_txn_settings(offline_client_context(cfg))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _validate_kafka_settings(cfg: RunConfig) -> None:
     """[broker] / [topic] settings, checked by Kafka's own config definitions
     offline (broker/settings_check.py): one line naming the key, exit 64."""
-    from broker.settings_check import check_settings
+    from broker.settings_check import check_features, check_settings
 
-    problem = check_settings(cfg.kafka_version, cfg.broker, cfg.topic)
+    from infra.kafka_versions import features
+
+    if "elr-election" in cfg.nemesis.faults and not features(cfg.kafka_version).elr:
+        raise UsageError(f"the elr-election scenario needs Eligible Leader Replicas (KIP-966, Kafka 4.0 "
+                         f"and later); Kafka {cfg.kafka_version} has none")
+    problem = (check_features(cfg.kafka_version, cfg.broker_features)
+               or check_settings(cfg.kafka_version, cfg.broker, cfg.topic))
     if problem is not None:
         raise UsageError(problem)
 
@@ -255,7 +387,7 @@ def offline_client_context(cfg: RunConfig) -> Any:
     return ClientContext(
         bootstrap="", topic="kchaos", partitions=w.partitions,
         producer_config=dict(cfg.producer), consumer_config=dict(cfg.consumer),
-        mode=w.mode, group_id=f"kchaos-{cfg.seed}", op_timeout_s=w.op_timeout,
+        mode=w.mode, group_id=run_group_id(cfg), op_timeout_s=w.op_timeout,
         poll_max_messages=w.poll_max_messages, poll_timeout_s=w.poll_timeout)
 
 

@@ -6,16 +6,18 @@ history holds. This module only appends to it, from many threads at once.
 Beside history.jsonl (the crash-safe, readable record) the writer keeps
 history.parquet, the same ops paired as the checkers read them
 (``checkers.model``), written in row groups by a thread of its own so that
-analysis of a finished run never re-reads the JSONL. The file gets its footer,
-naming the JSONL size it covers, when the writer closes; a run killed before
-that leaves a file without one, and analysis converts the JSONL instead
-(``checkers.load.parquet_is_current``).
+analysis of a finished run never re-reads the JSONL. That thread reads the
+JSONL behind the writer (a block of new lines about every second) and pairs
+each block column by column (``checkers.convert``, the conversion analysis
+uses), so the workers pay nothing for it but the line they write. The file gets
+its footer, naming the JSONL size it covers, when the writer closes; a run
+killed before that leaves a file without one, and analysis converts the JSONL
+instead (``checkers.load.parquet_is_current``).
 """
 from __future__ import annotations
 
 import json
 import logging
-import queue
 import threading
 import time
 from pathlib import Path
@@ -30,49 +32,96 @@ from checkers.model import PARQUET_SCHEMA, Pairer
 log = logging.getLogger(__name__)
 
 ROW_GROUP = 10_000      # paired ops per row group of the live history.parquet
+TAIL_INTERVAL_S = 1.0   # how often, at most, the columnar copy reads the JSONL's new lines
+COPY_SHARE = 0.1        # the copy's share of the time while the writer is open: after a block that
+                        # took t s it rests t * (1 - share) / share s (9 t), so a fast workload is
+                        # not slowed by it; at close it pairs whatever it has not reached
+COPY_BLOCK_BYTES = 1 << 26    # JSONL bytes paired at a time, at most (bounded memory)
+
+
+
+def _line_encoder():
+    """A compact JSON encoder made once (json.dumps with arguments builds one
+    per call): the C encoder itself when there is one (its output equals
+    ``json.dumps(op, separators=(",", ":"))``; no circular-reference check, ops
+    are trees), else the Python one."""
+    from json.encoder import c_make_encoder, encode_basestring_ascii
+    if c_make_encoder is None:
+        return json.JSONEncoder(separators=(",", ":")).encode
+
+    def default(o: object) -> object:
+        raise TypeError(f"Object of type {type(o).__name__} is not JSON serializable")
+
+    c = c_make_encoder(None, default, encode_basestring_ascii, None, ":", ",", False, False, True)
+    return lambda op: "".join(c(op, 0))
+
+
+_encode = _line_encoder()
 
 
 class ColumnarCopy:
-    """Pairs JSONL lines as they are written and appends them to a Parquet
-    file, off the writers' path (one queue put per op). Never fails the run:
-    on any error it stops, removes its file and says so once."""
+    """Follows a JSONL history as it is written, from byte ``start`` (after
+    the header), and appends its paired ops to a Parquet file in row groups of
+    ``row_group``. Blocks are paired by ``checkers.convert`` (an invoke whose
+    completion has not been written yet is carried to the next block); from
+    the first block that path does not support, op by op (``model.Pairer``).
+    Never fails the run: on any error it stops, removes its file and says so
+    once."""
 
-    def __init__(self, path: Path, row_group: int = ROW_GROUP):
+    def __init__(self, path: Path, jsonl: Path, start: int, row_group: int = ROW_GROUP,
+                 interval_s: float = TAIL_INTERVAL_S, share: float = COPY_SHARE,
+                 block_bytes: int = COPY_BLOCK_BYTES):
         self.path = Path(path)
+        self.jsonl = Path(jsonl)
         self.row_group = row_group
-        self._q: queue.SimpleQueue = queue.SimpleQueue()
-        self._failed = False
+        self.interval_s = interval_s
+        self.share = share
+        self.block_bytes = block_bytes
+        self.busy_s = 0.0                       # time spent pairing and writing (bench figures)
+        self._pos = start
+        self._carry = b""
+        self._pairer: Pairer | None = None     # set when the columnar path gave up
+        self._pending: list[pa.Table] = []
+        self._end: int | None = None           # the JSONL's final size, once the writer closed
+        self._wake = threading.Event()
         self._thread = threading.Thread(target=self._run, name="history-parquet", daemon=True)
         self._thread.start()
 
-    def put(self, line: str) -> None:
-        if not self._failed:
-            self._q.put(line)
-
     def close(self, jsonl_bytes: int) -> None:
-        """Flush the last row group and write the footer (with ``jsonl_bytes``)."""
-        self._q.put(("close", jsonl_bytes))
+        """Pair up to ``jsonl_bytes``, flush the last row group and write the footer."""
+        self._end = jsonl_bytes
+        self._wake.set()
         self._thread.join()
 
+    # -- the copy's thread ----------------------------------------------------------
     def _run(self) -> None:
-        pairer, rows, writer = Pairer(), [], None
+        writer = None
         try:
             writer = pq.ParquetWriter(self.path, PARQUET_SCHEMA)
-            while True:
-                item = self._q.get()
-                if isinstance(item, tuple):
-                    break
-                rows.extend(p.to_row() for p in pairer.add(json.loads(item)))
-                if len(rows) >= self.row_group:
-                    writer.write_table(pa.Table.from_pylist(rows, schema=PARQUET_SCHEMA))
-                    rows = []
-            rows.extend(p.to_row() for p in pairer.finish())
-            if rows:
-                writer.write_table(pa.Table.from_pylist(rows, schema=PARQUET_SCHEMA))
-            writer.add_key_value_metadata({JSONL_BYTES: str(item[1]).encode()})
+            rest = self.interval_s
+            with open(self.jsonl, "rb") as fh:
+                while True:
+                    self._wake.wait(rest)
+                    end = self._end
+                    fh.seek(self._pos)
+                    limit = self.block_bytes if end is None else min(self.block_bytes, end - self._pos)
+                    body = fh.read(max(0, limit))
+                    body = body[:body.rfind(b"\n") + 1]     # whole lines only: the writer may be mid-line
+                    if not body and end is not None:         # a line longer than a block: the rest at once
+                        body = fh.read(max(0, end - self._pos))
+                    self._pos += len(body)
+                    final = end is not None and self._pos >= end
+                    t = time.monotonic()
+                    if body or final:
+                        self._add(writer, self._pair(body, final=final), final=final)
+                    took = time.monotonic() - t
+                    self.busy_s += took
+                    if final:
+                        break
+                    rest = max(self.interval_s, took * (1 - self.share) / self.share)
+            writer.add_key_value_metadata({JSONL_BYTES: str(self._end).encode()})
             writer.close()
         except Exception as exc:  # noqa: BLE001 - the JSONL is the record; analysis converts it
-            self._failed = True
             log.warning("history.parquet not kept (analysis will convert history.jsonl): %s", exc)
             if writer is not None:
                 try:
@@ -81,11 +130,41 @@ class ColumnarCopy:
                     pass
             self.path.unlink(missing_ok=True)
 
+    def _pair(self, body: bytes, final: bool) -> pa.Table:
+        from checkers.convert import Unsupported, pair_block
+        if self._pairer is None:
+            try:
+                table, self._carry = pair_block(self._carry + body, final)
+                return table
+            except Unsupported as exc:
+                log.info("history.parquet: op-by-op pairing from here on (%s)", exc)
+                self._pairer, body, self._carry = Pairer(), self._carry + body, b""
+        rows = [p.to_row() for line in body.splitlines() if line.strip()
+                for p in self._pairer.add(json.loads(line))]
+        if final:
+            rows.extend(p.to_row() for p in self._pairer.finish())
+        return pa.Table.from_pylist(rows, schema=PARQUET_SCHEMA)
+
+    def _add(self, writer: pq.ParquetWriter, table: pa.Table, final: bool) -> None:
+        """Write whole row groups; keep the rest for later (all of it when ``final``)."""
+        if table.num_rows:
+            self._pending.append(table)
+        rows = sum(t.num_rows for t in self._pending)
+        if rows < self.row_group and not (final and rows):
+            return
+        merged = pa.concat_tables(self._pending) if len(self._pending) > 1 else self._pending[0]
+        whole = rows if final else rows - rows % self.row_group
+        writer.write_table(merged.slice(0, whole), row_group_size=self.row_group)
+        self._pending = [merged.slice(whole)] if whole < rows else []
+
 
 class HistoryWriter:
     """Thread-safe appender; assigns ``index`` and ``time`` under one lock so
     that index order is time order. Writes the format header first when it
-    starts a new file, and flushes every line (a crash loses at most one).
+    starts a new file, and writes every line with one unbuffered ``write``
+    as it is appended: the line is in the kernel before ``append`` returns, so
+    a crash of the process loses nothing it recorded (a crash of the machine
+    loses what the kernel had not written back, as before).
     ``columnar`` (default: on for a new file) keeps ``<name>.parquet`` beside
     it (``ColumnarCopy``); appending to an existing history keeps none."""
 
@@ -93,30 +172,55 @@ class HistoryWriter:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fresh = not self.path.exists() or self.path.stat().st_size == 0
-        self._file = open(self.path, "a", encoding="utf-8")
+        self._file = open(self.path, "ab", buffering=0)     # each write() is one system call
         self._lock = threading.Lock()
         self._next = 0
         self.start_ns = time.monotonic_ns() if start_ns is None else start_ns
         if fresh:
             wall_zero = time.time_ns() - (time.monotonic_ns() - self.start_ns)
-            self._file.write(json.dumps(header(wall_zero), separators=(",", ":")) + "\n")
-            self._file.flush()
-        self._columnar = ColumnarCopy(self.path.with_suffix(".parquet")) if columnar and fresh else None
+            self._file.write((_encode(header(wall_zero)) + "\n").encode())
+        self._columnar = (ColumnarCopy(self.path.with_suffix(".parquet"), self.path, self.path.stat().st_size)
+                          if columnar and fresh else None)
 
     def now(self) -> int:
         return time.monotonic_ns() - self.start_ns
 
     def append(self, op: Op) -> Op:
         with self._lock:
-            op = {"index": self._next, "time": self.now(), **op}
+            op = {"index": self._next, "time": time.monotonic_ns() - self.start_ns, **op}
             op["index"] = self._next
             self._next += 1
-            line = json.dumps(op, separators=(",", ":"))
-            self._file.write(line + "\n")
-            self._file.flush()
-            if self._columnar is not None:
-                self._columnar.put(line)
+            data = (_encode(op) + "\n").encode()
+            written = self._file.write(data)
+            if written != len(data):        # a short write (disk full, a signal): finish it
+                self._write_rest(data, written or 0)
         return op
+
+    def append_many(self, ops: list[Op]) -> list[Op]:
+        """``append`` for several ops, in order, with one ``write``: the lines
+        are in the kernel together when it returns."""
+        out = []
+        with self._lock:
+            lines = []
+            for op in ops:
+                op = {"index": self._next, "time": time.monotonic_ns() - self.start_ns, **op}
+                op["index"] = self._next
+                self._next += 1
+                lines.append(_encode(op))
+                out.append(op)
+            if not lines:
+                return out
+            lines.append("")
+            data = "\n".join(lines).encode()
+            written = self._file.write(data)
+            if written != len(data):
+                self._write_rest(data, written or 0)
+        return out
+
+    def _write_rest(self, data: bytes, done: int) -> None:
+        view = memoryview(data)
+        while done < len(data):
+            done += self._file.write(view[done:]) or 0
 
     def close(self) -> None:
         with self._lock:

@@ -22,8 +22,8 @@ from typing import Any, Callable
 
 from harness import schedule
 from harness.cluster import ClusterHandle, cluster_up, mark_kept, sweep_dead_runs
-from harness.config import RunConfig
-from checkers.history import (INFO, INVOKE, NEMESIS, SAMPLER, SEND, START, FaultTracker, NemesisOp,
+from harness.config import RunConfig, run_group_id
+from checkers.history import (INFO, INVOKE, NEMESIS, OK, SAMPLER, SEND, START, TXN, FaultTracker, NemesisOp,
                               acknowledged_offsets)
 from harness.history import HistoryWriter
 from harness.progress import RunListener, as_listener, fault_line
@@ -54,14 +54,30 @@ class Recorder:
     def append(self, op: dict) -> dict:
         op = self.writer.append(op)
         with self._lock:
-            if op["type"] == INVOKE:
-                self.outstanding[op["process"]] = op
-            else:
-                self.outstanding.pop(op["process"], None)
-                self.counts[(op["f"], op["type"])] += 1
-                if op["f"] == SEND and isinstance(op.get("value"), list):
-                    self._note_acked(op["value"])
+            self._note(op)
         return op
+
+    def append_many(self, ops: list[dict]) -> list[dict]:
+        """``append`` for several ops with one write (a pipelined producer's
+        invokes, or the completions one poll served: workloads/pipelined.py)."""
+        ops = self.writer.append_many(ops)
+        with self._lock:
+            for op in ops:
+                self._note(op)
+        return ops
+
+    def _note(self, op: dict) -> None:
+        """Counts, outstanding invocations, acknowledged offsets (under the lock)."""
+        if op["type"] == INVOKE:
+            self.outstanding[op["process"]] = op
+        else:
+            self.outstanding.pop(op["process"], None)
+            self.counts[(op["f"], op["type"])] += 1
+            if op["f"] == SEND and isinstance(op.get("value"), list):
+                self._note_acked(op["value"])
+            elif op["f"] == TXN and op["type"] == OK and isinstance(op.get("value"), list):
+                # A committed txn's sends: ["send", p, v, offset] micro-ops.
+                self._note_acked([m[1:] for m in op["value"] if isinstance(m, list) and m[:1] == [SEND]])
 
     def _note_acked(self, messages: list) -> None:
         # ok and info send completions: a message with an offset was acknowledged there.
@@ -104,6 +120,7 @@ class Runner:
         self._processes = itertools.count(self.cfg.concurrency)
         self._producer_names = itertools.count()     # pipelined producers: "p0", "p1", ...
         self._abandon = threading.Event()            # interrupted: do not wait for in-flight sends
+        self.crashes: list[tuple[int, int]] = []     # (worker, process) dropped by crash_interval
         self._threads: list[threading.Thread] = []
         self.t0 = 0.0
 
@@ -197,6 +214,9 @@ class Runner:
         self.stop.set()
         for t in [*workers, *([nemesis_thread] if nemesis_thread else [])]:
             t.join(timeout=cfg.workload.op_timeout + 30)
+        if cfg.workload.crash_interval:
+            log.info("client crashes: %d (crash_interval %gs)", len(self.crashes), cfg.workload.crash_interval)
+            self.events.note(f"{len(self.crashes)} client crashes (crash_interval {cfg.workload.crash_interval:g}s)")
 
     def _phase_final(self) -> None:
         """Heal, restart, wait until every partition can be drained, then read
@@ -291,16 +311,20 @@ class Runner:
         return ClientContext(
             bootstrap=self.cluster.kafka.bootstrap(), topic=TOPIC, partitions=cfg.workload.partitions,
             process=process, producer_config=dict(cfg.producer), consumer_config=dict(cfg.consumer),
-            mode=cfg.workload.mode, group_id=f"kchaos-{cfg.seed}", op_timeout_s=cfg.workload.op_timeout,
+            mode=cfg.workload.mode, group_id=run_group_id(cfg), op_timeout_s=cfg.workload.op_timeout,
             poll_max_messages=cfg.workload.poll_max_messages, poll_timeout_s=cfg.workload.poll_timeout)
 
     def _worker(self, worker: int) -> None:
         process = worker
         client = None
         ops = schedule.worker_ops(self.cfg, worker)
-        setup_op = next(ops)  # assign/subscribe: replayed for every new process
+        # crash_interval: between ops, at these times, the client is dropped without
+        # flushing and the worker goes on as a new process (no op is outstanding then).
+        crashes = schedule.crash_times(self.cfg, worker)
+        next_crash = self.t0 + next(crashes, float("inf"))
+        setup_op = next(ops)  # assign/subscribe: replayed for every new process (queued when it opens)
         next_at = time.monotonic()
-        pending = [setup_op]
+        pending: list = []
         while not self.stop.is_set():
             if client is None:
                 client = self._open_client(worker, process)
@@ -309,6 +333,18 @@ class Runner:
                     continue
                 pending.insert(0, setup_op)
             planned = pending.pop(0) if pending else next(ops)
+            if time.monotonic() >= next_crash:
+                while next_crash <= time.monotonic():
+                    next_crash = self.t0 + next(crashes, float("inf"))
+                successor = next(self._processes)
+                log.info("worker %d: crashing process %d (client dropped without flushing); going on as "
+                         "process %d", worker, process, successor)
+                self._crash_quietly(client)
+                self.crashes.append((worker, process))
+                client, process = None, successor
+                if planned is not setup_op:
+                    pending.insert(0, planned)
+                continue
             next_at += planned.delay_s
             wait = next_at - time.monotonic()
             if wait > 0 and self.stop.wait(wait):
@@ -325,58 +361,75 @@ class Runner:
             self._close_quietly(client)
 
     def _pipelined_worker(self, worker: int) -> None:
-        """Sends go to one pipelined producer (workloads/pipelined.py: up to
-        ``in_flight`` outstanding, each on a logical process of its own, which
-        it records itself); assign/subscribe and polls to a consumer process,
-        one op at a time as in ``_worker``. Waits serve delivery reports."""
+        """Worker ``worker``'s schedule on two threads. Its sends go to one
+        pipelined producer (workloads/pipelined.py: up to ``in_flight``
+        outstanding, each on a logical process of its own, which it records
+        itself) as fast as its slots free up: ``rate`` does not pace them. Its
+        other ops (assign/subscribe, polls) run on a thread of their own, on a
+        consumer process, one op at a time at the schedule's pace, as in
+        ``_worker``. Both walk the same seeded schedule, so values and
+        partitions are the schedule's; only the interleaving of sends and polls
+        depends on timing. A poll never holds up the sends, nor a send a poll."""
         from workloads.pipelined import PipelinedProducer
         cfg = self.cfg
+        polls = self._start(self._pipelined_polls, f"worker-{worker}-polls", worker)
         producer = PipelinedProducer(self._client_context(worker), cfg.workload.in_flight, self.recorder.append,
-                                     lambda: next(self._processes), lambda: f"p{next(self._producer_names)}")
-        ops = schedule.worker_ops(cfg, worker)
-        setup_op = next(ops)
+                                     lambda: next(self._processes), lambda: f"p{next(self._producer_names)}",
+                                     record_many=self.recorder.append_many)
+        sends = ((p, v) for planned in schedule.worker_ops(cfg, worker) if planned.f == SEND
+                 for p, v, _ in planned.value)      # one message each (schedule.worker_ops)
+        try:
+            producer.pump(sends, self.stop.is_set)
+        finally:
+            producer.close(flush_s=cfg.workload.op_timeout, abandon=self._abandon.is_set)
+            polls.join()
+
+    def _pipelined_polls(self, worker: int) -> None:
+        """The non-send ops of worker ``worker``'s schedule, paced by their
+        delays (sends' delays count too, so ops keep the schedule's times)."""
         process, client = worker, None
-        pending = [setup_op]
+        ops = schedule.worker_ops(self.cfg, worker)
+        setup_op = next(ops)  # assign/subscribe: replayed for every new process
+        pending: list = []
         next_at = time.monotonic()
         try:
             while not self.stop.is_set():
-                planned = pending.pop(0) if pending else next(ops)
-                next_at += planned.delay_s
-                while not self.stop.is_set() and (wait := next_at - time.monotonic()) > 0:
-                    producer.serve(min(wait, 0.05))
-                if self.stop.is_set():
-                    break
-                next_at = max(next_at, time.monotonic() - 1.0)
-                if planned.f == SEND:
-                    if not producer.wait_for_slot(self.stop.is_set):
-                        break
-                    for p, v, _ in planned.value:   # one message (schedule.worker_ops)
-                        producer.send(p, v)
-                    producer.serve(0)
-                    continue
                 if client is None:
                     client = self._open_client(worker, process)
                     if client is None:
-                        pending.insert(0, planned)
-                        producer.serve(1.0)
+                        self.stop.wait(1.0)
                         continue
-                    if planned is not setup_op:
-                        pending.insert(0, planned)
-                        planned = setup_op
+                    pending.insert(0, setup_op)
+                planned = pending.pop(0) if pending else next(ops)
+                next_at += planned.delay_s
+                if planned.f == SEND:
+                    continue
+                wait = next_at - time.monotonic()
+                if wait > 0 and self.stop.wait(wait):
+                    break
+                next_at = max(next_at, time.monotonic() - 1.0)  # no catch-up bursts after a slow op
                 completion = self._invoke_recorded(worker, process, client, planned)
                 if completion["type"] == INFO:
                     self._close_quietly(client)
                     client = None
                     process = next(self._processes)
         finally:
-            producer.close(flush_s=cfg.workload.op_timeout, abandon=self._abandon.is_set)
             if client is not None:
                 self._close_quietly(client)
 
     def _open_client(self, worker: int, process: int):
-        """A queue client for ``process``, or None when opening failed (logged)."""
+        """A queue client for ``process`` (a transactions client with
+        ``transactions``: one transactional id per worker), or None when
+        opening failed (logged)."""
         from workloads.queue import QueueClient
-        client = QueueClient()
+        if self.cfg.workload.transactions:
+            from workloads.txn import TxnClient, transactional_id
+            client = TxnClient(transactional_id(self.cfg.seed, worker), self.cfg.workload.txn_send_offsets)
+        elif self.cfg.workload.mode == "subscribe":
+            from workloads.group import GroupClient   # a consumer-group member with commits
+            client = GroupClient()
+        else:
+            client = QueueClient()
         try:
             client.open(self._client_context(process))
         except Exception as exc:
@@ -387,23 +440,55 @@ class Runner:
     def _invoke_recorded(self, worker: int, process: int, client, planned) -> dict:
         """Invoke one planned op on ``client``, recording its invocation and
         completion (a client crash is an ``info`` completion); the completion."""
-        self.recorder.append({"process": process, "type": INVOKE, "f": planned.f, "value": planned.value})
+        op = {"f": planned.f, "value": planned.value}
+        if getattr(planned, "abort", None):
+            op["abort"] = True              # a txn the schedule aborts
+        if getattr(planned, "asynchronous", None):
+            op["async"] = True              # an async commit (workloads/group.py)
+        # A group member's ops name its group and isolation (workloads/group.py).
+        fields = client.op_fields(planned.f) if hasattr(client, "op_fields") else {}
+        self.recorder.append({"process": process, "type": INVOKE, **op, **fields})
         try:
-            completion = client.invoke({"f": planned.f, "value": planned.value})
+            completion = client.invoke(dict(op))
         except Exception as exc:
             log.info("worker %d process %d crashed: %r", worker, process, exc)
-            completion = {"type": INFO, "f": planned.f, "value": planned.value, "error": f"crash: {exc!r}"}
+            completion = {"type": INFO, "f": planned.f, "value": planned.value, "error": f"crash: {exc!r}",
+                          **{k: v for k, v in op.items() if k not in ("f", "value")}, **fields}
         for k in ("process", "index", "time"):
             completion.pop(k, None)
+        # Rebalance events (callbacks that ran during the op) follow its completion.
+        events = completion.pop("events", None) or getattr(client, "take_events", list)()
         self.recorder.append({"process": process, **completion, "f": planned.f})
+        self._record_events(process, events)
         return completion
 
-    @staticmethod
-    def _close_quietly(client) -> None:
+    def _record_events(self, process: int, events: list) -> None:
+        """Event ops (completions without an invoke: rebalances) of ``process``."""
+        for ev in events:
+            try:
+                self.recorder.append({**ev, "process": process})
+            except Exception as exc:  # the history closed under an interrupted run
+                log.info("process %s: event not recorded (%s): %s", process, exc, ev)
+
+    def _close_quietly(self, client) -> None:
         try:
             client.close()
         except Exception as exc:
             log.info("closing a client failed: %s", exc)
+        # A group member leaving the group gets a revoke callback inside close():
+        # its events follow the process's last op.
+        take = getattr(client, "take_events", None)
+        if take is not None:
+            self._record_events(client.process, take())
+
+    @staticmethod
+    def _crash_quietly(client) -> None:
+        """A client crash: its ``crash()`` when it has one, else ``close()``
+        (the queue and txn clients close without flushing: purge and drop)."""
+        try:
+            getattr(client, "crash", client.close)()
+        except Exception as exc:
+            log.info("crashing a client failed: %s", exc)
 
     def _nemesis_loop(self) -> None:
         from harness.schedule import fault_plan
@@ -469,8 +554,8 @@ class Runner:
 
     def _report_progress(self) -> None:
         c = self.recorder.counts
-        ok = sum(v for (f, t), v in c.items() if t == "ok" and f in ("send", "poll"))
+        ok = sum(v for (f, t), v in c.items() if t == "ok" and f in ("send", "poll", "txn"))
         fail = sum(v for (f, t), v in c.items() if t == "fail")
-        info = sum(v for (f, t), v in c.items() if t == "info" and f in ("send", "poll"))
+        info = sum(v for (f, t), v in c.items() if t == "info" and f in ("send", "poll", "txn"))
         faults = list(self.faults.active_kinds())
         self.events.counts(ok, fail, info, faults)

@@ -127,9 +127,10 @@ def consumer_settings(ctx: ClientContext) -> dict[str, Any]:
         "auto.offset.reset": "earliest",
         "isolation.level": "read_committed",
         "enable.partition.eof": False,
-        # assign mode never commits; subscribe mode keeps librdkafka's
-        # auto-commit so a rebalanced partition resumes near where it was read.
-        "enable.auto.commit": ctx.mode == "subscribe",
+        # assign mode never commits; subscribe mode (workloads/group.py) commits
+        # in explicit commit ops only, the offsets it stored after recording a poll.
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": ctx.mode != "subscribe",
         "socket.connection.setup.timeout.ms": max(1000, int(ctx.op_timeout_s * 1000)),
     }
     if ctx.client_rack:

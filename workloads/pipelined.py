@@ -7,8 +7,11 @@ exercised. Here one confluent-kafka producer instance keeps up to ``in_flight``
 messages outstanding (``produce`` with a delivery callback, no flush per op).
 
 History (docs/design.md, "The history"): each message is one ``send`` op
-of one message. The invoke is recorded just before the message is handed to
-``produce``; the completion at its delivery report: ``ok`` with its offset,
+of one message. The invoke is recorded before the message is handed to
+``produce`` (``send_many`` records the invokes of all the messages it is given
+in one write, then produces them); the completion at its delivery report (the
+completions of the reports one ``poll`` serves are recorded together when it
+returns, before any new invoke): ``ok`` with its offset,
 ``fail`` when ``classify_delivery_error`` (or a refused ``produce``) says it
 certainly was not written, ``info`` otherwise, including the messages purged
 when the producer is closed and those with no report ``expire_s`` after
@@ -24,14 +27,17 @@ a new instance, under a new name, takes over.
 
 Delivery callbacks run inside ``serve``/``send``/``close`` (librdkafka calls
 them from ``Producer.poll``), on the caller's thread: the owner calls ``serve``
-while it waits, so completions are recorded promptly.
+while it waits, so completions are recorded promptly. ``pump`` is the loop a
+sender runs (the runner's pipelined worker, bench/workload_overhead.py).
 """
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
-from typing import Any, Callable
+from collections import deque
+from functools import partial
+from itertools import islice
+from typing import Any, Callable, Iterator
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
@@ -43,30 +49,34 @@ from workloads.queue import encode_value
 log = logging.getLogger(__name__)
 
 
-@dataclass
 class _Slot:
-    process: int
-    partition: int
-    value: int
-    deadline: float
-    done: bool = False
+    """One message in flight, on its process."""
+    __slots__ = ("process", "partition", "value", "deadline", "done")
+
+    def __init__(self, process: int, partition: int, value: int, deadline: float):
+        self.process, self.partition, self.value, self.deadline = process, partition, value, deadline
+        self.done = False
 
 
 class PipelinedProducer:
     """Up to ``in_flight`` sends outstanding on one producer instance at a time.
 
     ``record(op)`` appends a history op (the runner's recorder: it adds index
-    and time); ``new_process()`` draws a fresh process number; ``new_name()``
-    names a new producer instance (unique in the run, e.g. ``"p3"``).
+    and time), ``record_many(ops)`` several at once (one write; by default
+    ``record`` each); ``new_process()`` draws a fresh process number;
+    ``new_name()`` names a new producer instance (unique in the run, e.g. ``"p3"``).
     """
 
     def __init__(self, ctx: ClientContext, in_flight: int, record: Callable[[Op], Any],
-                 new_process: Callable[[], int], new_name: Callable[[], str], expire_s: float | None = None):
+                 new_process: Callable[[], int], new_name: Callable[[], str], expire_s: float | None = None,
+                 record_many: Callable[[list[Op]], Any] | None = None):
         if in_flight < 1:
             raise ValueError(f"in_flight must be at least 1, got {in_flight}")
         self.ctx = ctx
         self.in_flight = in_flight
         self._record = record
+        self._record_many = record_many or (lambda ops: [record(op) for op in ops])
+        self._buffer: list[Op] | None = None    # completions of the reports being served
         self._new_process = new_process
         self._new_name = new_name
         # A message whose report has not come by then is recorded info: librdkafka
@@ -74,6 +84,8 @@ class PipelinedProducer:
         self.expire_s = expire_s if expire_s is not None else ctx.op_timeout_s + 5.0
         self._free: list[int] = [new_process() for _ in range(in_flight)]
         self._busy: dict[int, _Slot] = {}
+        # In invoke order, so in deadline order: expiry looks at the oldest only.
+        self._by_deadline: deque[_Slot] = deque()
         self._conf = producer_settings(ctx)
         self._conf["error_cb"] = self._on_error
         self._keys = {p: str(p).encode() for p in range(ctx.partitions)}
@@ -106,6 +118,18 @@ class PipelinedProducer:
         return len(self._busy)
 
     # -- ops ----------------------------------------------------------------------
+    def pump(self, messages: Iterator[tuple[int, int]], stop: Callable[[], bool]) -> None:
+        """Send ``(partition, value)`` messages as fast as slots free up, until
+        they run out or ``stop()``: each round takes as many messages as there
+        are free slots, records their invokes together, hands them to the
+        producer, then serves the reports that came in."""
+        while not stop() and self.wait_for_slot(stop):
+            batch = list(islice(messages, len(self._free)))
+            if not batch:
+                return
+            self.send_many(batch)
+            self.serve(0)
+
     def wait_for_slot(self, stop: Callable[[], bool], step_s: float = 0.01) -> bool:
         """Serve delivery reports until a slot is free (True) or ``stop()``."""
         while not self._free:
@@ -115,42 +139,79 @@ class PipelinedProducer:
         return True
 
     def send(self, partition: int, value: int) -> int:
-        """Record the invoke of a one-message send on a free slot's process and
-        hand the message to the producer. Returns the process. Needs a free slot
+        """``send_many`` of one message; returns its process."""
+        return self.send_many([(partition, value)])[0]
+
+    def send_many(self, messages: list[tuple[int, int]]) -> list[int]:
+        """Record the invokes of one-message sends, each on a free slot's
+        process (one ``record_many`` call), then hand the messages to the
+        producer. Returns the processes. Needs as many free slots
         (``wait_for_slot``)."""
+        if len(messages) > len(self._free):
+            raise ValueError(f"{len(messages)} messages for {len(self._free)} free slots")
         producer = self._get()
-        process = self._free.pop()
-        msg = [partition, value, None]
-        self._record({"process": process, "type": INVOKE, "f": SEND, "value": [msg], "producer": self.name})
-        slot = _Slot(process, partition, value, time.monotonic() + self.expire_s)
-        self._busy[process] = slot
         name = self.name
+        deadline = time.monotonic() + self.expire_s
+        slots, invokes = [], []
+        for partition, value in messages:
+            process = self._free.pop()
+            slot = _Slot(process, partition, value, deadline)
+            self._busy[process] = slot
+            self._by_deadline.append(slot)
+            slots.append(slot)
+            invokes.append({"process": process, "type": INVOKE, "f": SEND, "value": [[partition, value, None]],
+                            "producer": name})
+        self._record_many(invokes)
+        for slot in slots:
+            self._produce(producer, slot, name)
+        return [slot.process for slot in slots]
+
+    def _produce(self, producer: Producer, slot: _Slot, name: str) -> None:
+        partition, value = slot.partition, slot.value
         key = self._keys.get(partition) or str(partition).encode()
-        give_up = time.monotonic() + self.ctx.op_timeout_s
+        give_up = None
         while True:
             try:
                 producer.produce(self.ctx.topic, encode_value(value, self.ctx.message_bytes), key, partition,
-                                 on_delivery=lambda err, m, s=slot, n=name: self._delivered(s, n, err, m))
-                return process
+                                 on_delivery=partial(self._delivered, slot, name))
+                return
             except BufferError as exc:     # the local queue is full: serve reports, then retry
+                give_up = give_up or time.monotonic() + self.ctx.op_timeout_s
                 if time.monotonic() >= give_up:
                     self._complete(slot, name, FAIL, None, f"{type(exc).__name__}: {exc} (never queued)")
-                    return process
-                producer.poll(0.01)
+                    return
+                self._serve_reports(producer.poll, 0.01)
             except KafkaException as exc:  # refused by produce(): never queued
                 err = exc.args[0]
                 self._complete(slot, name, FAIL, None, f"{error_name(err)}: {err.str()} (refused by produce())")
-                return process
+                return
+
+    def _serve_reports(self, call: Callable[[float], Any], timeout_s: float) -> None:
+        """``call(timeout_s)`` (the producer's poll or flush) runs delivery
+        callbacks; the completions they make are recorded together when it
+        returns, before any new invoke (a slot's process may be reused)."""
+        self._buffer = []
+        try:
+            call(timeout_s)
+        finally:
+            done, self._buffer = self._buffer, None
+            if done:
+                self._record_many(done)
 
     def serve(self, timeout_s: float = 0.0) -> None:
         """Deliver reports for up to ``timeout_s``, then expire overdue messages."""
         if self._producer is not None:
-            self._producer.poll(timeout_s)
+            self._serve_reports(self._producer.poll, timeout_s)
         elif timeout_s > 0:
             time.sleep(timeout_s)
-        now = time.monotonic()
-        for slot in [s for s in self._busy.values() if s.deadline <= now]:
-            self._complete(slot, self.name, INFO, None, "no delivery report by the op deadline")
+        q = self._by_deadline
+        while q and q[0].done:
+            q.popleft()
+        if q and q[0].deadline <= time.monotonic():
+            now = time.monotonic()
+            while q and (q[0].done or q[0].deadline <= now):
+                slot = q.popleft()
+                self._complete(slot, self.name, INFO, None, "no delivery report by the op deadline")
 
     def close(self, flush_s: float = 0.0, abandon: Callable[[], bool] = lambda: False) -> None:
         """Wait up to ``flush_s`` (until ``abandon()``) for outstanding reports,
@@ -159,7 +220,7 @@ class PipelinedProducer:
         if self._producer is not None and self._busy and flush_s > 0:
             end = time.monotonic() + flush_s
             while self._busy and time.monotonic() < end and not abandon():
-                self._producer.poll(min(0.05, max(0.0, end - time.monotonic())))
+                self._serve_reports(self._producer.poll, min(0.05, max(0.0, end - time.monotonic())))
         self._close_instance("no delivery report when the producer was closed")
 
     def _close_instance(self, why: str) -> None:
@@ -167,12 +228,13 @@ class PipelinedProducer:
         if p is not None:
             try:
                 p.purge(in_queue=True, in_flight=True, blocking=False)
-                p.flush(1.0)               # serves the purge reports
+                self._serve_reports(p.flush, 1.0)      # serves the purge reports
             except Exception as exc:      # closing must not fail the runner
                 log.debug("closing producer %s: %s", name, exc)
         self._producer = None
         for slot in list(self._busy.values()):
             self._complete(slot, name, INFO, None, why)
+        self._by_deadline.clear()
 
     # -- completions --------------------------------------------------------------
     def _delivered(self, slot: _Slot, name: str, err: KafkaError | None, msg: Any) -> None:
@@ -196,6 +258,9 @@ class PipelinedProducer:
             op["error"] = error
         if self.ctx.node is not None:
             op["node"] = self.ctx.node
-        self._record(op)
+        if self._buffer is not None:
+            self._buffer.append(op)     # recorded when the poll serving it returns
+        else:
+            self._record(op)
         # An info op may still take effect: its process retires.
         self._free.append(self._new_process() if typ == INFO else slot.process)

@@ -95,3 +95,37 @@ def test_expired_sends_are_completed_info_and_late_reports_ignored():
     prod.close()                    # the purge reports of the expired messages record nothing more
     assert len([o for o in ops if o["type"] != "invoke"]) == 2
     _check_one_at_a_time(ops)
+
+
+def test_pump_records_a_batch_of_invokes_at_once_and_completions_per_poll():
+    """The runner's loop: as many messages as free slots, their invokes in one
+    record_many call before produce; the completions one poll (here: the
+    close's flush of purge reports) serves, in one call after it returns."""
+    ops: list = []
+    calls: list[list] = []
+
+    def record_many(batch: list) -> None:
+        calls.append([o["type"] for o in batch])
+        ops.extend(batch)
+
+    procs = itertools.count(100)
+    ctx = ClientContext(bootstrap=_dead_bootstrap(), topic="t", partitions=3, op_timeout_s=30.0)
+    prod = PipelinedProducer(ctx, 4, ops.append, lambda: next(procs), lambda: "p0", record_many=record_many)
+    messages = iter([(v % 3, v) for v in range(10)])
+    prod.pump(messages, stop=lambda: prod.outstanding == 4)
+    assert calls == [["invoke"] * 4]
+    assert [o["value"][0][:2] for o in ops] == [[v % 3, v] for v in range(4)]
+    assert len({o["process"] for o in ops}) == 4
+    assert next(messages) == (1, 4), "pump took only as many messages as there were free slots"
+    prod.close(flush_s=0.1)
+    assert calls[1:] == [["info"] * 4], calls
+    _check_one_at_a_time(ops)
+
+
+def test_pump_stops_when_the_messages_run_out():
+    ops: list = []
+    prod = _producer(ops, in_flight=5, op_timeout=30.0)
+    prod.pump(iter([(0, 1), (1, 2)]), stop=lambda: False)
+    assert [o["type"] for o in ops] == ["invoke", "invoke"] and prod.outstanding == 2
+    prod.close()
+    _check_one_at_a_time(ops)

@@ -92,14 +92,16 @@ def test_consumer_defaults_by_mode():
     assert a["isolation.level"] == "read_committed" and a["auto.offset.reset"] == "earliest"
     assert a["client.rack"] == "r2"
     s = consumer_settings(ctx(mode="subscribe", consumer_config={"isolation.level": "read_uncommitted"}))
-    assert s["enable.auto.commit"] is True and s["isolation.level"] == "read_uncommitted"
+    # subscribe mode commits in explicit commit ops, the offsets it stored itself (workloads/group.py)
+    assert s["enable.auto.commit"] is False and s["enable.auto.offset.store"] is False
+    assert a["enable.auto.offset.store"] is True and s["isolation.level"] == "read_uncommitted"
     assert "client.rack" not in s
 
 
 def test_drain_settings_never_commit_and_see_the_end():
     conf = drain_settings("b:9092", {"enable.auto.commit": True, "isolation.level": "read_uncommitted"}, 2)
     assert conf["enable.auto.commit"] is False and conf["enable.partition.eof"] is True
-    assert conf["isolation.level"] == "read_uncommitted"
+    assert conf["isolation.level"] == "read_committed"     # what survived as committed, always
     assert conf["group.id"] != drain_settings("b:9092", None, 2)["group.id"]
 
 

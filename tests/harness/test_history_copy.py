@@ -1,0 +1,75 @@
+"""The live columnar copy (harness.history.ColumnarCopy) block by block, and
+batched appends: whatever the block boundaries, the Parquet equals the
+conversion analysis would make from the JSONL."""
+from __future__ import annotations
+
+import json
+
+import pyarrow.parquet as pq
+
+from harness.history import ColumnarCopy, HistoryWriter
+
+
+def _pipelined_ops(w: HistoryWriter, odd_at: int | None = None) -> None:
+    """Invokes and completions interleaved across processes, as a pipelined
+    producer writes them (invokes a batch at a time, completions a poll at a
+    time); ``odd_at``: a nemesis op the columnar pairing does not support there."""
+    v = 0
+    for batch in range(12):
+        w.append_many([{"process": 100 + k, "type": "invoke", "f": "send", "value": [[k % 3, v + k, None]],
+                        "producer": "p0"} for k in range(5)])
+        if batch == odd_at:   # a nested "process" key: the columnar path gives up, op by op takes over
+            w.append({"process": "nemesis", "type": "invoke", "f": "kill", "value": {"note": {"process": 1}}})
+            w.append({"process": "nemesis", "type": "info", "f": "kill", "value": {"note": {"process": 1}}})
+        w.append_many([{"process": 100 + k, "type": "ok" if k % 4 else "info", "f": "send",
+                        "value": [[k % 3, v + k, batch * 5 + k if k % 4 else None]], "producer": "p0"}
+                       for k in range(3)])
+        for k in range(3, 5):
+            w.append({"process": 100 + k, "type": "ok", "f": "send", "value": [[k % 3, v + k, batch * 5 + k]],
+                      "producer": "p0"})
+        v += 5
+    w.append({"process": 7, "type": "invoke", "f": "poll", "value": None})     # never completed
+
+
+def _copy_in_blocks(tmp_path, block_bytes: int, odd_at: int | None) -> tuple[list, list]:
+    from checkers.load import history_to_parquet, parquet_is_current
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path, columnar=False) as w:
+        _pipelined_ops(w, odd_at)
+    start = len(path.read_bytes().split(b"\n", 1)[0]) + 1       # after the header
+    live = tmp_path / "history.parquet"
+    copy = ColumnarCopy(live, path, start, row_group=7, interval_s=3600, block_bytes=block_bytes)
+    copy.close(path.stat().st_size)                  # pairs every block now, a carry between each
+    assert parquet_is_current(path, live)
+    history_to_parquet(path, tmp_path / "converted.parquet")
+    return pq.read_table(live).to_pylist(), pq.read_table(tmp_path / "converted.parquet").to_pylist()
+
+
+def test_copy_over_many_small_blocks_equals_the_conversion(tmp_path):
+    live, converted = _copy_in_blocks(tmp_path, block_bytes=700, odd_at=None)
+    assert live == converted
+    assert len(live) == 12 * 5 + 1
+    assert sum(r["type"] == "info" for r in live) == 12 + 1     # the info sends and the poll left open
+
+
+def test_copy_falls_back_to_op_by_op_mid_history_and_still_equals_the_conversion(tmp_path, caplog):
+    import logging
+    with caplog.at_level(logging.INFO, logger="harness.history"):
+        live, converted = _copy_in_blocks(tmp_path, block_bytes=900, odd_at=6)
+    assert "op-by-op pairing from here on" in caplog.text
+    assert live == converted
+    assert any(r["f"] == "kill" for r in live)
+
+
+def test_append_many_assigns_consecutive_indexes_in_one_write(tmp_path):
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path, columnar=False) as w:
+        w.append({"process": 0, "type": "invoke", "f": "poll", "value": None})
+        out = w.append_many([{"process": p, "type": "invoke", "f": "send", "value": [[0, p, None]]}
+                             for p in (1, 2, 3)])
+        assert w.append_many([]) == []
+    lines = [json.loads(line) for line in path.read_text().splitlines()[1:]]
+    assert [o["index"] for o in lines] == [0, 1, 2, 3]
+    assert [o["index"] for o in out] == [1, 2, 3] and [o["process"] for o in out] == [1, 2, 3]
+    assert all(a["time"] <= b["time"] for a, b in zip(lines, lines[1:]))
+    assert lines[1:] == out

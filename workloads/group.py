@@ -1,0 +1,278 @@
+"""The consumer-group workload client: subscribe mode with explicit commits.
+
+One logical process is one group member: a consumer that subscribes to the
+run's topic in group ``ClientContext.group_id`` (``[workload] group_id``, or
+``[consumer] "group.id"``), plus a producer for its sends (``send`` and
+``poll`` are ``workloads.queue``'s). Auto-commit is off; the member commits
+only in ``commit`` ops. Ops and value shapes are the history contract's
+(``checkers.history``: ``commit``, ``rebalance``); every op of the member but
+its sends carries ``group`` and ``isolation`` (``op_fields``).
+
+``enable.auto.offset.store`` is off too: after a poll the client stores, per
+partition, the offset after the last message it *recorded*, so a commit
+(which commits the stored offsets) never covers a message the history does
+not show the member reading.
+
+``subscribe``  joins the group with rebalance callbacks. librdkafka calls
+    them inside a poll (or a commit's wait, or ``close``); they only record,
+    and the binding applies the change itself (incrementally under
+    cooperative-sticky: a member that revoked one partition kept the others). Each call becomes a ``rebalance`` event: ``assigned``
+    (on_assign's partitions; the cooperative protocol passes only the
+    added ones), ``revoked`` (on_revoke's; the eager protocol revokes every
+    partition before each assignment), ``lost: true`` on on_lost's (the
+    assignment was lost: session timeout or fenced; librdkafka could not
+    commit for it). ``generation`` is the group generation librdkafka holds
+    when the callback runs, read from ``consumer_group_metadata()`` (librdkafka's
+    serialised form, ``"CGMDv2:"`` then the int32 generation in host byte
+    order, written by ``rd_kafka_consumer_group_metadata_write``; null when
+    the form is not that one or the member has none, -1); ``member`` is
+    ``memberid()``. The events of an op go back to the runner in the
+    completion's ``events`` list; the runner writes each right after the
+    completion (``Runner._invoke_recorded``), and those of ``close`` right
+    after closing.
+
+``commit``  commits the stored offsets of the current assignment.
+
+    * sync (``commit(asynchronous=False)``): blocks until the coordinator
+      answered (librdkafka has no deadline for it but its request timeouts).
+    * async (``async: true`` on the op): ``commit(asynchronous=True)``, then
+      the op waits for the commit callback (``on_commit``) until
+      ``op_timeout_s``. Callbacks are served only by ``poll``, which would also
+      return messages the history never shows: so the assignment is paused
+      for the wait (checked on Kafka 4.3.1: a paused assignment returned
+      nothing of what librdkafka had fetched ahead, and after ``resume`` reads
+      went on at the consumer's position, no offset skipped or repeated). A message that still arrives (from
+      a partition assigned during the wait) is put back: its partition is
+      paused and seeked to it, so a later poll reads it again. The
+      assignment is resumed when the wait ends.
+
+    The outcome: ``ok`` with ``{"<partition>": offset}`` (the partitions
+    librdkafka committed without error; partitions with no stored offset
+    are not committed and not listed) when no error came back; ``fail`` when
+    the commit was certainly not stored (``CERTAIN_NOT_COMMITTED``, or nothing
+    to commit); ``info`` otherwise, including no callback by the deadline.
+    ``fail`` and ``info`` list the offsets it tried, when known (null when the
+    sync call raised without them).
+
+Why those errors are certain: Kafka's group coordinator checks the member,
+generation and group state (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION,
+UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, STALE_MEMBER_EPOCH), authorization
+and metadata size before it appends the offsets to ``__consumer_offsets``,
+and librdkafka marks those errors permanent (no retry:
+``rd_kafka_handle_OffsetCommit_error``). _NO_OFFSET means no request was
+sent. The one case this cannot see: librdkafka retries an OffsetCommit to
+the same broker after a transport error or a local timeout, so a rejected
+retry may follow an earlier attempt that was delayed (a paused coordinator)
+and stored later. Coordinator errors (NOT_COORDINATOR,
+COORDINATOR_NOT_AVAILABLE: Kafka maps a failed or timed-out append to them),
+timeouts and transport errors are ``info``.
+"""
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
+
+from checkers.history import COMMIT, POLL, READ_COMMITTED, REBALANCE, SUBSCRIBE
+from workloads.classify import error_name
+from workloads.core import FAIL, INFO, OK, ClientContext, Op, completion
+from workloads.queue import QueueClient
+
+log = logging.getLogger(__name__)
+
+CERTAIN_NOT_COMMITTED: frozenset[int] = frozenset({
+    KafkaError.REBALANCE_IN_PROGRESS,
+    KafkaError.ILLEGAL_GENERATION,
+    KafkaError.UNKNOWN_MEMBER_ID,
+    KafkaError.FENCED_INSTANCE_ID,
+    KafkaError.STALE_MEMBER_EPOCH,
+    KafkaError.GROUP_AUTHORIZATION_FAILED,
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.OFFSET_METADATA_TOO_LARGE,
+    KafkaError.INVALID_COMMIT_OFFSET_SIZE,
+    KafkaError._NO_OFFSET,
+})
+
+_CGMD_MAGIC = b"CGMDv2:"
+_MEMBER_OPS = (SUBSCRIBE, POLL, COMMIT, REBALANCE)
+
+
+def classify_commit_error(err: KafkaError) -> str:
+    """``"fail"`` if a commit that ended with ``err`` was certainly not
+    stored, else ``"info"`` (see the module docstring)."""
+    return FAIL if err.code() in CERTAIN_NOT_COMMITTED else INFO
+
+
+def generation_of(metadata: Any) -> int | None:
+    """The group generation in librdkafka's serialised consumer group metadata
+    (``Consumer.consumer_group_metadata()``), or None when unknown."""
+    if not isinstance(metadata, (bytes, bytearray)) or not metadata.startswith(_CGMD_MAGIC) \
+            or len(metadata) < len(_CGMD_MAGIC) + 4:
+        return None
+    (generation,) = struct.unpack_from("=i", metadata, len(_CGMD_MAGIC))
+    return generation if generation >= 0 else None
+
+
+def commit_outcome(op: Op, err: KafkaError | None, tps: list | None, node: str | None = None) -> Op:
+    """The completion of a commit from its result: the error (sync: the
+    exception's; async: the callback's) and the partitions with their offsets
+    and per-partition errors."""
+    tried = {str(tp.partition): tp.offset for tp in tps or () if tp.offset >= 0}
+    errors = [tp.error for tp in tps or () if tp.error is not None]
+    if err is not None and not errors:
+        errors = [err]
+    if not errors:
+        done = {str(tp.partition): tp.offset for tp in tps or () if tp.offset >= 0 and tp.error is None}
+        return completion(op, OK, done, node=node)
+    typ = FAIL if all(classify_commit_error(e) == FAIL for e in errors) else INFO
+    text = "; ".join(dict.fromkeys(f"{error_name(e)}: {e.str()}" for e in errors))
+    return completion(op, typ, tried or None, text, node)
+
+
+class GroupClient(QueueClient):
+    """A group member: ``QueueClient``'s sends and polls, plus subscribe with
+    rebalance callbacks, commits, and rebalance events."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._events: list[Op] = []
+        self._commit_reports: list[tuple[KafkaError | None, list]] = []
+        self._awaiting_commit = False
+        self.process: int | None = None
+
+    def open(self, ctx: ClientContext) -> None:
+        super().open(ctx)
+        self.process = ctx.process
+        self._cconf["on_commit"] = self._on_commit
+        self._group = str(self._cconf.get("group.id"))
+        self._isolation = str(self._cconf.get("isolation.level") or READ_COMMITTED)
+
+    def op_fields(self, f: str) -> dict[str, Any]:
+        """Fields every op ``f`` of this member records (invoke and completion)."""
+        return {"group": self._group, "isolation": self._isolation} if f in _MEMBER_OPS else {}
+
+    def take_events(self) -> list[Op]:
+        """The rebalance events collected since the last call, in order."""
+        events, self._events = self._events, []
+        return events
+
+    def invoke(self, op: Op) -> Op:
+        f = op["f"]
+        if f == COMMIT:
+            out = self._commit(op)
+        elif f in ("send", POLL, SUBSCRIBE):
+            out = super().invoke(op)
+        else:
+            raise ValueError(f"consumer-group workload has no op {f!r}")
+        out.update(self.op_fields(f))
+        if f == COMMIT and op.get("async"):
+            out["async"] = True
+        events = self.take_events()
+        if events:
+            out["events"] = events
+        return out
+
+    # -- rebalances ---------------------------------------------------------
+    def _subscribe(self, op: Op) -> Op:
+        consumer = self._get_consumer()
+        topic = op.get("value") or self._topic
+        try:
+            consumer.subscribe([topic], on_assign=self._on_assign, on_revoke=self._on_revoke,
+                               on_lost=self._on_lost)
+        except KafkaException as exc:
+            return completion(op, FAIL, topic, f"{error_name(exc.args[0])}: {exc.args[0].str()}", self._node)
+        return completion(op, OK, topic, node=self._node)
+
+    def _on_assign(self, consumer: Consumer, partitions: list) -> None:
+        self._event(consumer, [tp.partition for tp in partitions], [])
+
+    def _on_revoke(self, consumer: Consumer, partitions: list) -> None:
+        self._event(consumer, [], [tp.partition for tp in partitions])
+
+    def _on_lost(self, consumer: Consumer, partitions: list) -> None:
+        self._event(consumer, [], [tp.partition for tp in partitions], lost=True)
+
+    def _event(self, consumer: Consumer, assigned: list[int], revoked: list[int], lost: bool = False) -> None:
+        # Runs inside librdkafka's callback: never raise.
+        try:
+            generation = generation_of(consumer.consumer_group_metadata())
+        except Exception as exc:
+            log.debug("consumer_group_metadata: %s", exc)
+            generation = None
+        try:
+            member = consumer.memberid() or None
+        except Exception:
+            member = None
+        value: dict[str, Any] = {"assigned": sorted(assigned), "revoked": sorted(revoked),
+                                 "generation": generation, "member": member}
+        if lost:
+            value["lost"] = True
+        self._events.append({"type": OK, "f": REBALANCE, "value": value, **self.op_fields(REBALANCE)})
+        for p in revoked:
+            self._next.pop(p, None)
+
+    # -- polls: store what was recorded --------------------------------------
+    def _poll(self, op: Op) -> Op:
+        out = super()._poll(op)
+        value = out.get("value")
+        if out["type"] == OK and value:
+            offsets = [TopicPartition(self._topic, int(p), pairs[-1][0] + 1) for p, pairs in value.items()]
+            try:
+                self._consumer.store_offsets(offsets=offsets)
+            except KafkaException as exc:
+                # Partitions revoked within the same poll cannot be stored: their
+                # next owner reads them again from the group's committed offset.
+                log.debug("process %s store_offsets: %s", self.process, exc)
+        return out
+
+    # -- commits -------------------------------------------------------------
+    def _on_commit(self, err: KafkaError | None, partitions: list) -> None:
+        if self._awaiting_commit:
+            self._commit_reports.append((err, list(partitions)))
+        else:  # a late report of a commit whose op ended info: the runner retired this process
+            log.debug("process %s: late commit report %s %s", self.process, err, partitions)
+
+    def _commit(self, op: Op) -> Op:
+        consumer = self._get_consumer()
+        if not op.get("async"):
+            try:
+                tps = consumer.commit(asynchronous=False)
+            except KafkaException as exc:
+                return commit_outcome(op, exc.args[0], None, self._node)
+            return commit_outcome(op, None, tps, self._node)
+        deadline = time.monotonic() + self.ctx.op_timeout_s
+        self._commit_reports.clear()
+        self._awaiting_commit = True
+        try:
+            consumer.pause(consumer.assignment())
+            try:
+                consumer.commit(asynchronous=True)
+            except KafkaException as exc:
+                return commit_outcome(op, exc.args[0], None, self._node)
+            while not self._commit_reports and (left := deadline - time.monotonic()) > 0:
+                msg = consumer.poll(min(0.05, left))
+                if msg is not None and msg.error() is None:
+                    self._put_back(consumer, msg)
+        finally:
+            self._awaiting_commit = False
+            try:
+                consumer.resume(consumer.assignment())
+            except KafkaException as exc:
+                log.debug("process %s resume: %s", self.process, exc)
+        if not self._commit_reports:
+            return completion(op, INFO, None, "no commit callback by the op deadline", self._node)
+        err, tps = self._commit_reports[0]
+        return commit_outcome(op, err, tps, self._node)
+
+    def _put_back(self, consumer: Consumer, msg) -> None:
+        """A message polled while waiting for a commit report is not recorded:
+        pause its partition and seek back to it, so a later poll reads it."""
+        tp = TopicPartition(self._topic, msg.partition(), msg.offset())
+        try:
+            consumer.pause([tp])
+            consumer.seek(tp)
+        except KafkaException as exc:
+            log.debug("process %s put back %s: %s", self.process, tp, exc)
