@@ -21,10 +21,21 @@ if TYPE_CHECKING:
     from .records import RunRecords
 
 DEFAULT_ALLOWED = {"elr-election": "informational: an election from the eligible leader replicas is clean by "
-                                   "design (KIP-966)"}
+                                   "design (KIP-966)",
+                   # transactions (checkers/txn.py; docs/design.md says why)
+                   "int-send-skip": "Kafka transactions do not isolate writes: other producers' records land "
+                                    "between one transaction's sends to a partition",
+                   "G0": "a partition's log order is append order, not commit order: concurrent transactions' "
+                         "writes interleave (Jepsen allows G0 for Kafka)",
+                   "G0-process": "write cycles follow Kafka's append order, not commit order (see G0)",
+                   "G0-realtime": "write cycles follow Kafka's append order, not commit order (see G0): a long "
+                                  "transaction writes before and after shorter ones complete"}
 # Counted, never a violation, but the verdict cannot be valid while any is
 # present (unless the config allows it by name): nobody read these writes.
 UNKNOWN_TYPES = ("unseen",)
+# Only for histories in mode "subscribe": consumers subscribed but no rebalance was
+# recorded. With rebalance events (mode "group") the chains follow them and these
+# are real checks (checkers/groups.py).
 SUBSCRIBE_ALLOWED = {
     "poll-skip": "consumers subscribe: a rebalance moves partitions between consumers, "
                  "so one consumer's reads of a partition may jump ahead",
@@ -283,6 +294,9 @@ def unknown_reasons(rf: RunFindings, anomalies: dict[str, dict[str, Any]], error
         if a.get("count") and not a.get("allowed"):
             out.append(f"{a['count']} acknowledged write(s) were never read ({t}): no read of their "
                        "partition reached their offsets")
+    if rf.stats.get("unknown_consumption"):     # checkers/groups.py
+        out.append(f"{rf.stats['unknown_consumption']} value(s) a consumer group committed past were never "
+                   "delivered to a member, but a member poll ended info: it may have delivered them unrecorded")
     drains = rf.stats.get("drains") or {}
     if drains.get("ops") and drains.get("ok", 0) < drains["ops"]:
         out.append(f"the final drain did not complete: {drains['ops'] - drains.get('ok', 0)} of "

@@ -137,8 +137,9 @@ def judge(rf: "RunFindings", records: RunRecords | None, k: int) -> None:
         e, _ = attribute(by_p.get(p, []), offset, t, starts.get(p) if source == METADATA else None)
         if e is not None:
             e["inconsistent_offsets"] += 1
-    lost = rf.anomalies.get("lost-write")
-    if lost is not None:
+    for lost in (rf.anomalies.get(t) for t in ("lost-write", "lost-txn-write")):   # txn.py: committed txns' writes
+        if lost is None:
+            continue
         for w in lost.witnesses:
             info = where.get((w.partition, w.values[0])) if w.values else None
             if info is not None:

@@ -19,10 +19,14 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .common import (SKIPPED_LIMIT, Finding, RunFindings, Settings, Witness, availability,
+from .common import (Finding, RunFindings, Settings, Witness, availability,
                      lag_summary, percentile)
-from .history import POLL, SEND, SUBSCRIBE
+from .groups import UNKNOWN_STAT, chain_cuts, check_groups, rebalances, unknown_consumption
+from .history import POLL, REBALANCE, SEND, SUBSCRIBE
 from .model import PairedOp
+from . import txn as txn_checks
+from .history import TXN
+from .txn import acknowledged, read_committed
 
 log = logging.getLogger(__name__)
 
@@ -45,12 +49,15 @@ class RunIndex:
         self.ops = sorted(ops, key=lambda o: o.invoke_index)
         self.by_id = {o.id: o for o in self.ops}
         self.sends = [o for o in self.ops if o.client and o.f == SEND]
-        self.ok_msgs = [Msg(p, off, v, o, i) for o in self.sends
-                        for i, (p, off, v) in enumerate(o.messages) if o.type == "ok" or off is not None]
+        self.txns = [o for o in self.ops if o.client and o.f == TXN]
+        self.ok_msgs = [Msg(p, off, v, o, i) for o in self.ops if o.client and o.f in (SEND, TXN)
+                        for i, (p, off, v) in enumerate(o.messages) if acknowledged(o, off)]
         self.acks = [m for m in self.ok_msgs if m.offset is not None]
         self.polls = [o for o in self.ops if o.client and o.f == POLL]
         self.reads = [Msg(p, off, v, o, i) for o in self.polls if o.type == "ok"
                       for i, (p, off, v) in enumerate(o.messages)]
+        # a txn's reads happened whatever its outcome
+        self.reads += [Msg(p, off, v, o, i) for o in self.txns for i, (p, off, v) in enumerate(o.reads or [])]
         self.pov: dict[tuple[int, int, int], int] = {}
         for m in self.acks + self.reads:
             key = (m.partition, m.offset, m.value)
@@ -59,6 +66,13 @@ class RunIndex:
         for p, o, _ in self.pov:
             known[p].add(o)
         self.known = {p: sorted(s) for p, s in known.items()}
+        # what a read_committed consumer sees: not offsets known only from aborted or info txns' values
+        hidden = {(p, v) for o in self.txns if o.type != "ok" for p, _, v in o.messages}
+        known_rc: dict[int, set[int]] = defaultdict(set)
+        for p, o, v in self.pov:
+            if (p, v) not in hidden:
+                known_rc[p].add(o)
+        self.known_rc = {p: sorted(s) for p, s in known_rc.items()}
         # (p, v) -> (first reader's op id, lowest offset it was read at)
         self.first_read: dict[tuple[int, int], tuple[int, int]] = {}
         self.max_read: dict[int, tuple[int, int]] = {}                 # p -> (offset, -reader id)
@@ -73,10 +87,17 @@ class RunIndex:
         self.drain_all_ok = bool(drains) and all(o.type == "ok" for o in drains)
         self.drain_parts = {p for o in drains if o.type == "ok" for p in o.partitions or []}
         self.drain_counts = {"ops": len(drains), "ok": sum(o.type == "ok" for o in drains)}
-        self.mode = "subscribe" if any(o.f == SUBSCRIBE for o in self.ops) else "assign"
+        # "group": subscribe with rebalances recorded (chains follow them; no subscribe allowance)
+        self.mode = ("group" if any(o.client and o.f == REBALANCE for o in self.ops)
+                     else "subscribe" if any(o.f == SUBSCRIBE for o in self.ops) else "assign")
 
     def rank(self, p: int, offset: int) -> int:
         return bisect.bisect_left(self.known[p], offset)
+
+    def between(self, p: int, lo: int, hi: int, rc: bool) -> tuple[int, list[int]]:
+        """Known offsets strictly between lo and hi (``known_rc`` for a read_committed
+        reader): how many, and the first few."""
+        return txn_checks.between((self.known_rc if rc else self.known).get(p, []), lo, hi)
 
     def drain_complete(self, p: int) -> bool:
         return self.drain_all_ok and p in self.drain_parts
@@ -161,14 +182,22 @@ def check_polls(run: RunIndex, settings: Settings) -> Result:
     """Per consumer process, partition and drain flag (the final drain is its own
     chain), successive reads while the partition stays assigned: an ok assign
     keeps the chains of the partitions it names and ends the others; an info
-    assign and an ok/info subscribe end every chain of the process. An offset
+    assign and an ok/info subscribe end every chain of the process. A rebalance
+    ends the chains of the partitions it revokes or assigns (groups.py), and the
+    reads of those partitions in the op it follows belong to no chain. An offset
     not above the previous is nonmonotonic-poll; jumping over known offsets is
     poll-skip. Order (partition, op id, position)."""
     last: dict[int, dict[tuple[bool, int], Msg]] = defaultdict(dict)
     non, skip = [], []
+    cuts = chain_cuts(rebalances(run.ops))
     for op in run.ops:
         if not op.client:
             continue
+        if op.f == REBALANCE:
+            ends = set(op.partitions or ()) | set(op.revoked or ())
+            chains = last[op.process]
+            for key in [key for key in chains if key[1] in ends]:
+                del chains[key]
         if op.f in ("assign", "subscribe") and op.type in ("ok", "info"):
             keep = set(op.partitions or ()) if op.f == "assign" and op.type == "ok" else set()
             chains = last[op.process]
@@ -177,7 +206,11 @@ def check_polls(run: RunIndex, settings: Settings) -> Result:
         if op.f != "poll" or op.type != "ok":
             continue
         chains = last[op.process]
+        cut = cuts.get(op.id, frozenset())
         for i, (p, o, v) in enumerate(op.messages):
+            if p in cut:
+                chains.pop((op.drain, p), None)
+                continue
             prev = chains.get((op.drain, p))
             chains[(op.drain, p)] = Msg(p, o, v, op, i)
             if prev is None:
@@ -186,11 +219,9 @@ def check_polls(run: RunIndex, settings: Settings) -> Result:
             if o <= prev.offset:
                 non.append(((p, op.id, i), w))
             else:
-                gap = run.rank(p, o) - run.rank(p, prev.offset) - 1
+                gap, skipped = run.between(p, prev.offset, o, read_committed(op.isolation))
                 if gap > 0:
-                    lo = run.rank(p, prev.offset) + 1
-                    w.extra = {"skipped": run.known[p][lo: lo + min(gap, SKIPPED_LIMIT)],
-                               "skipped_count": gap}
+                    w.extra = {"skipped": skipped, "skipped_count": gap}
                     skip.append(((p, op.id, i), w))
     return {"nonmonotonic-poll": _finding(non, settings), "poll-skip": _finding(skip, settings)}
 
@@ -219,10 +250,12 @@ def lost_messages(run: RunIndex) -> tuple[list[Msg], list[Msg]]:
 
 
 def check_lost(run: RunIndex, settings: Settings) -> Result:
-    """lost-write and unseen. Order (partition, value, op id, position)."""
+    """lost-write (sends), lost-txn-write (committed txns' writes) and unseen
+    (both). Order (partition, value, op id, position)."""
     lost, unseen = lost_messages(run)
     out = {}
-    for typ, msgs in (("lost-write", lost), ("unseen", unseen)):
+    for typ, msgs in (("lost-write", [m for m in lost if m.op.f == SEND]), ("unseen", unseen),
+                      ("lost-txn-write", [m for m in lost if m.op.f == TXN])):
         items = []
         for m in msgs:
             mr = run.max_read.get(m.partition)
@@ -299,7 +332,9 @@ def stats(run: RunIndex) -> dict[str, Any]:
             lags.append(max(0, op.invoke_time - mins[k]) if k < len(offs) else 0)
     lags.sort()
     ok_parts = {m.partition for m in run.ok_msgs}
+    unknown = unknown_consumption(run.ops)          # groups.py; absent when none
     return {
+        **({UNKNOWN_STAT: unknown} if unknown else {}),
         "ops": ops,
         "acknowledged": len({(m.partition, m.value) for m in run.ok_msgs}),
         "read": len(run.first_read),
@@ -318,14 +353,18 @@ CHECKS: dict[str, Callable[[RunIndex, Settings], Result]] = {
     "poll-order": check_polls,
     "lost": check_lost,
     "phantom": check_phantom,
+    **txn_checks.CHECKS,
+    "groups": lambda run, settings: check_groups(run.ops, settings),
 }
 TYPES_OF = {
     "offsets": ("inconsistent-offset", "duplicate"),
     "nonlinearizable": ("nonlinearizable-offset",),
     "send-order": ("nonmonotonic-send",),
     "poll-order": ("nonmonotonic-poll", "poll-skip"),
-    "lost": ("lost-write", "unseen"),
+    "lost": ("lost-write", "unseen", "lost-txn-write"),
     "phantom": ("phantom-write",),
+    **txn_checks.TYPES_OF,
+    "groups": ("commit-backwards", "lost-consumption", "redelivery"),
 }
 
 
@@ -358,7 +397,8 @@ def analyze(ops: list[PairedOp], settings: Settings) -> RunFindings:
         errors.append(f"losses: {type(e).__name__}: {e}")
     return RunFindings(
         anomalies=anomalies, stats=st, elections=[], mode=run.mode, losses=lost, inconsistent=inc,
-        has_ok_send=any(o.type == "ok" for o in run.sends), errors=errors,
+        has_ok_send=any(o.type == "ok" for o in run.sends) or any(o.type == "ok" and o.messages for o in run.txns),
+        errors=errors,
         op_rows={i: run.by_id[i].to_row() for i in ids if i in run.by_id},
         control_rows=[o.to_row() for o in run.ops if not o.client],
     )

@@ -48,7 +48,13 @@ sample of that partition's leader/ISR/epoch before the first witness op.
 
 Anomaly types (docs/design.md, "What the checkers decide"): inconsistent-offset, duplicate,
 nonlinearizable-offset, nonmonotonic-send, nonmonotonic-poll, poll-skip,
-lost-write, unseen, phantom-write, unclean-election, elr-election.
+lost-write, unseen, phantom-write, unclean-election, elr-election; consumer groups
+(checkers/groups.py): commit-backwards, lost-consumption, redelivery; transactions
+(checkers/txn.py): aborted-read, precommitted-read, torn-transaction, lost-txn-write,
+int-poll-skip, int-nonmonotonic-poll, int-nonmonotonic-send, int-send-skip, G0,
+G0-process, G0-realtime, G1c, G1c-process, G1c-realtime (a cycle witness lists its edges in
+``cycle``: [{"from": op id, "to": op id, "kind": "ww" | "wr" | "process" | "realtime",
+"partition", "offset"}]).
 """
 from __future__ import annotations
 
@@ -69,6 +75,24 @@ ANOMALY_TYPES = (
     "phantom-write",
     "unclean-election",
     "elr-election",
+    "commit-backwards",
+    "lost-consumption",
+    "redelivery",
+    # transactions (checkers/txn.py)
+    "aborted-read",
+    "precommitted-read",
+    "torn-transaction",
+    "lost-txn-write",
+    "int-poll-skip",
+    "int-nonmonotonic-poll",
+    "int-nonmonotonic-send",
+    "int-send-skip",
+    "G0",
+    "G0-process",
+    "G0-realtime",
+    "G1c",
+    "G1c-process",
+    "G1c-realtime",
 )
 
 # One sentence per type: results.json carries it, reports fall back on it.
@@ -93,6 +117,32 @@ DESCRIPTIONS: dict[str, str] = {
                         "last sampled ISR)",
     "elr-election": "a partition leader elected from its eligible leader replicas (KIP-966): clean by design, "
                     "acks=all writes were refused while the ISR was below min.insync.replicas",
+    "commit-backwards": "a consumer group's ok offset commit for a partition, invoked after another ok commit "
+                        "of that partition completed, committed a lower offset",
+    "lost-consumption": "a consumer group committed an offset past a value no member of the group was ever "
+                        "delivered",
+    "redelivery": "a group member's first read of a partition it was assigned lay below an offset the group "
+                  "had committed before the assignment began",
+    "aborted-read": "a read_committed read saw a value written by an aborted (fail) transaction (G1a)",
+    "precommitted-read": "a read_committed read saw a transaction's value before the transaction committed: "
+                         "its own read, or a read that completed before the transaction was invoked",
+    "torn-transaction": "a committed transaction (or an unknown one whose partitions all drained) has some "
+                        "writes in the completed final drain and others missing from it",
+    "lost-txn-write": "a write of a committed transaction never read, although reads of its partition reached "
+                      "its offset or the final drain completed",
+    "int-poll-skip": "within one transaction, successive reads of a partition jumped over offsets known to "
+                     "hold values it could see",
+    "int-nonmonotonic-poll": "within one transaction, successive reads of a partition did not have increasing "
+                             "offsets",
+    "int-nonmonotonic-send": "within one transaction, successive writes to a partition did not get increasing "
+                             "offsets",
+    "int-send-skip": "within one transaction, other values landed between successive writes to a partition",
+    "G0": "a cycle of committed transactions over write-write (log order) dependencies",
+    "G0-process": "a cycle of committed transactions over write-write and process-order dependencies",
+    "G0-realtime": "a cycle of committed transactions over write-write and real-time (and process) order",
+    "G1c": "a cycle of committed transactions over write-read dependencies (read_committed reads)",
+    "G1c-process": "a cycle of committed transactions over write-read and process-order dependencies",
+    "G1c-realtime": "a cycle of committed transactions over write-read and real-time (and process) order",
 }
 
 

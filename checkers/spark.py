@@ -23,6 +23,8 @@ from .common import Finding, RunFindings, Settings, Witness, availability, lag_s
 from .spark_frames import control, partition_results, read_ops, witness_ops
 from .spark_partition import ALL_TYPES, CHECKS, Context
 from .spark_stats import op_stats
+from . import spark_txn
+from .spark_groups import GroupPass
 
 log = logging.getLogger(__name__)
 
@@ -94,6 +96,9 @@ def _analyze(spark: Any, ops: Any, settings: Settings, timings: dict[str, float]
     for run, base in acc.base.items():
         if base["drains"] and base["drains"] == base["drains_ok"]:
             ctx.drained |= {(run, p) for p in drain_parts[run]}
+    spark_txn.prepare(ops, ctx, acc)       # transactions: rebalances after txns
+    groups = GroupPass(ops, acc, k)
+    groups.prepare(ctx)                    # consumer groups: rebalances cut poll chains (ctx.rebalances)
 
     counts: dict[tuple[int, str], int] = defaultdict(int)
     wits: dict[tuple[int, str], list[tuple[list[int], Witness]]] = defaultdict(list)
@@ -141,6 +146,8 @@ def _analyze(spark: Any, ops: Any, settings: Settings, timings: dict[str, float]
     for run, name, text in part_errors:
         types = CHECKS[name][1] if name in CHECKS else ALL_TYPES
         acc.fail(_err(name, text), types, [run])
+    spark_txn.finish(ops, ctx, acc, rows, settings)     # transactions: torn, cycles, ok txns as acks
+    group_stats = groups.check()                        # consumer groups (spark_groups.py)
 
     timings["checks"] = time.monotonic() - t0
     t0 = time.monotonic()
@@ -166,6 +173,7 @@ def _analyze(spark: Any, ops: Any, settings: Settings, timings: dict[str, float]
         out[run] = RunFindings(
             anomalies=acc.found[run],
             stats={
+                **group_stats.get(run, {}),
                 "ops": base["ops"],
                 "acknowledged": stat.get((run, "acknowledged"), 0),
                 "read": stat.get((run, "read"), 0),

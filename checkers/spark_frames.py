@@ -23,7 +23,8 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .spark_partition import (DRAIN_READ_OP, FAIL_SEND_OP, INFO_SEND_OP, OK_SEND_OP, OUT_DDL, READ_OP, Context,
+from .spark_partition import (DRAIN_READ_OP, FAIL_SEND_OP, INFO_SEND_OP, OK_SEND_OP, OUT_DDL, READ_OP,
+                              TXN_FAIL_OP, TXN_INFO_OP, TXN_OK_OP, TXN_OK_READ_OP, TXN_READ_OP, Context,
                               analyze_group)
 
 
@@ -33,7 +34,8 @@ def _client() -> Any:
 
 
 NO_MESSAGES = ["run", "invoke_index", "index", "invoke_time", "time", "process", "role", "type", "f",
-               "drain", "error", "node", "producer", "partitions", "sample", "controller", "fault", "value"]
+               "drain", "error", "node", "producer", "isolation", "group", "partitions", "sample", "controller",
+               "fault", "value"]
 
 
 def _ddl(t: pa.DataType) -> str:
@@ -56,6 +58,10 @@ def read_ops(spark: SparkSession, path: str) -> DataFrame:
         df = df.withColumn("run", F.lit(0).cast("int"))
     if "producer" not in df.columns:   # written before pipelined producers
         df = df.withColumn("producer", F.lit(None).cast("string"))
+    for name, typ in (("isolation", "string"), ("group", "string"),     # written before transactions
+                      ("reads", "array<struct<partition:int,offset:bigint,value:bigint>>")):
+        if name not in df.columns:
+            df = df.withColumn(name, F.lit(None).cast(typ))
     return df
 
 
@@ -76,19 +82,29 @@ def messages(ops: DataFrame) -> DataFrame:
     so an op is cut into its partitions with slices; an op whose messages are
     not grouped by partition (rare) is split one message a row. ``pos0``: the
     position in the op of the row's first message."""
-    is_send = F.col("f") == "send"
+    is_send, is_txn, typ = F.col("f") == "send", F.col("f") == "txn", F.col("type")
     if "partition_starts" not in ops.columns:
         ops = ops.withColumn("partition_starts", F.lit(None).cast("array<int>"))
-    src = ops.filter(_client() & (is_send | ((F.col("f") == "poll") & (F.col("type") == "ok")))
+    src = ops.filter(_client() & (is_send | is_txn | ((F.col("f") == "poll") & (typ == "ok")))
                      & (F.size("messages") > 0))
-    op_kind = (F.when(~is_send & F.coalesce(F.col("drain"), F.lit(False)), F.lit(DRAIN_READ_OP))
+    op_kind = (F.when(is_txn, F.when(typ == "ok", F.lit(TXN_OK_OP)).when(typ == "fail", F.lit(TXN_FAIL_OP))
+                      .otherwise(F.lit(TXN_INFO_OP)))
+               .when(~is_send & F.coalesce(F.col("drain"), F.lit(False)), F.lit(DRAIN_READ_OP))
                .when(~is_send, F.lit(READ_OP))
-               .when(F.col("type") == "ok", F.lit(OK_SEND_OP))
-               .when(F.col("type") == "fail", F.lit(FAIL_SEND_OP))
+               .when(typ == "ok", F.lit(OK_SEND_OP))
+               .when(typ == "fail", F.lit(FAIL_SEND_OP))
                .otherwise(F.lit(INFO_SEND_OP)))
-    src = src.select("run", F.col("invoke_index").alias("id"), F.col("process").cast("int").alias("process"),
-                     "producer", op_kind.cast("byte").alias("kind"), F.col("invoke_time").alias("t_inv"),
-                     F.col("time").alias("t_done"), "messages", "partitions", "partition_starts")
+    rc = F.coalesce(F.col("isolation"), F.lit("read_committed")) != "read_uncommitted"   # txn.read_committed
+    cols = ["run", F.col("invoke_index").alias("id"), F.col("process").cast("int").alias("process"), "producer"]
+    times = [rc.alias("rc"), F.col("invoke_time").alias("t_inv"), F.col("time").alias("t_done")]
+    src = src.select(*cols, op_kind.cast("byte").alias("kind"), *times, "messages", "partitions",
+                     "partition_starts")
+    # a txn's reads (of any type: they happened), one message a row as below
+    reads = ops.filter(_client() & is_txn & (F.size("reads") > 0)).select(
+        *cols, F.when(typ == "ok", F.lit(TXN_OK_READ_OP)).otherwise(F.lit(TXN_READ_OP)).cast("byte").alias("kind"),
+        *times, F.col("reads").alias("messages"), F.lit(None).cast("array<int>").alias("partitions"),
+        F.lit(None).cast("array<int>").alias("partition_starts"))
+    src = src.unionByName(reads)
     grouped = F.col("partition_starts").isNotNull() & (F.size("partition_starts") == F.size("partitions"))
     one = grouped & (F.size("partitions") == 1)
 
@@ -104,9 +120,10 @@ def messages(ops: DataFrame) -> DataFrame:
                                 F.slice(vals, z["s"] + 1, z["e"] - z["s"]))))
              .otherwise(F.transform("messages", lambda m, i: part(m["partition"], i, F.array(m["offset"]),
                                                                    F.array(m["value"])))))
-    return (src.select("run", "id", "process", "producer", "kind", "t_inv", "t_done", F.explode(parts).alias("g"))
+    return (src.select("run", "id", "process", "producer", "kind", "rc", "t_inv", "t_done",
+                       F.explode(parts).alias("g"))
             .filter(F.size("g.offsets") > 0)
-            .select("run", "g.partition", "id", "process", "producer", "kind", "t_inv", "t_done", "g.pos0",
+            .select("run", "g.partition", "id", "process", "producer", "kind", "rc", "t_inv", "t_done", "g.pos0",
                     "g.offsets", "g.values"))
 
 

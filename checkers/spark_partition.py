@@ -29,10 +29,12 @@ import pyarrow.compute as pc
 
 from .common import SKIPPED_LIMIT
 
-# per message
-ACK, OK_NO_OFFSET, FAIL, INFO, READ = 0, 1, 2, 3, 4
+# per message (TXN_ABORTED, TXN_UNKNOWN: writes of fail and info txns; a committed txn's are ACK/OK_NO_OFFSET)
+ACK, OK_NO_OFFSET, FAIL, INFO, READ, TXN_ABORTED, TXN_UNKNOWN = 0, 1, 2, 3, 4, 5, 6
 # per (op, partition) row from Spark
 OK_SEND_OP, FAIL_SEND_OP, INFO_SEND_OP, READ_OP, DRAIN_READ_OP = 0, 2, 3, 4, 5
+# txn writes by the txn's type; txn reads (of a committed txn, of any other)
+TXN_OK_OP, TXN_FAIL_OP, TXN_INFO_OP, TXN_OK_READ_OP, TXN_READ_OP = 6, 7, 8, 9, 10
 
 OUT_SCHEMA = pa.schema([
     ("what", pa.string()), ("type", pa.string()), ("run", pa.int32()), ("partition", pa.int32()),
@@ -53,6 +55,11 @@ class Context:
     # (run, process, id) of an ok assign -> the partitions it names: their chains go on across it
     kept: dict[tuple[int, int, int], frozenset[int]] = field(default_factory=dict)
     drained: set[tuple[int, int]] = field(default_factory=set)                 # (run, partition)
+    # (run, txn id) -> partitions a rebalance named right after it (txn.rebalanced)
+    rebalanced: dict[tuple[int, int], frozenset[int]] = field(default_factory=dict)
+    # (run, process) -> rebalances (lo, hi, partitions): each ends the chains of those partitions,
+    # and their reads in ops lo..hi (the op it follows, groups.py) belong to no chain
+    rebalances: dict[tuple[int, int], list[tuple[int, int, frozenset[int]]]] = field(default_factory=dict)
 
 
 def _np(col: pa.ChunkedArray | pa.Array, fill: int = 0) -> np.ndarray:
@@ -126,14 +133,24 @@ class PartitionLog:
             self.sender = np.where(np.repeat(code, n) >= 0, -2 - np.repeat(code, n), self.proc)
         self.t_inv, self.t_done = rep("t_inv"), rep("t_done", -1)
         op_kind = rep("kind").astype(np.int8)
+        self.op_kind = op_kind
         self.drain = op_kind == DRAIN_READ_OP
-        kind = np.where(op_kind >= READ_OP, READ, op_kind).astype(np.int8)
+        self.txn_w = (op_kind >= TXN_OK_OP) & (op_kind <= TXN_INFO_OP)
+        self.txn_r = op_kind >= TXN_OK_READ_OP
+        self.rc = rep("rc", 1).astype(bool) if "rc" in t.column_names else np.ones(len(op_kind), bool)
+        kind = np.where((op_kind == READ_OP) | self.drain | self.txn_r, READ, op_kind).astype(np.int8)
         kind[(op_kind == OK_SEND_OP) & ~self.has_off] = OK_NO_OFFSET
         kind[((op_kind == INFO_SEND_OP) | (op_kind == FAIL_SEND_OP)) & self.has_off] = ACK   # acked in a mixed send
+        kind[op_kind == TXN_OK_OP] = np.where(self.has_off[op_kind == TXN_OK_OP], ACK, OK_NO_OFFSET)
+        kind[op_kind == TXN_FAIL_OP] = TXN_ABORTED
+        kind[op_kind == TXN_INFO_OP] = TXN_UNKNOWN
         self.kind = kind
         self.ack, self.read = kind == ACK, kind == READ
         obs = self.ack | self.read
         self.known = np.unique(self.off[obs])
+        # what a read_committed consumer sees: not offsets known only from aborted or info txns' values
+        hidden = self.val[(kind == TXN_ABORTED) | (kind == TXN_UNKNOWN)]
+        self.known_rc = np.unique(self.off[obs & ~np.isin(self.val, hidden)]) if len(hidden) else self.known
         # reads by value: first reader, lowest offset read; highest offset read and its first reader
         rv, ro, rid = self.val[self.read], self.off[self.read], self.ids[self.read]
         order = np.argsort(rv, kind="stable")
@@ -175,6 +192,7 @@ class PartitionLog:
         """lost-write / unseen: ok sends never read; order (partition, value, op, position)."""
         okm = (self.kind == ACK) | (self.kind == OK_NO_OFFSET)
         kv, ko, kho, kid, kpos = self.val[okm], self.off[okm], self.has_off[okm], self.ids[okm], self.pos[okm]
+        ktxn = self.txn_w[okm]
         unread = ~np.isin(kv, self.read_vals)
         dc = (self.run, self.p) in self.ctx.drained
         reached = kho & (ko <= self.max_off) if self.max_off is not None else np.zeros(len(kv), bool)
@@ -185,7 +203,7 @@ class PartitionLog:
         else:
             lost, unseen = unread & reached, unread & ~reached
         extra = {"max_read_offset": self.max_off, "drain_complete": dc}
-        for typ, mask in (("lost-write", lost), ("unseen", unseen)):
+        for typ, mask in (("lost-write", lost & ~ktxn), ("unseen", unseen), ("lost-txn-write", lost & ktxn)):
             idx = np.flatnonzero(mask)
             self.out.count(typ, len(idx))
             for i in idx[_first_k([kv[idx], kid[idx], kpos[idx]], self.k)]:
@@ -219,22 +237,39 @@ class PartitionLog:
               self.t_inv[a], self.t_done[a], self.k)
 
     def lag(self) -> None:
-        _lag(self.out, self.off[self.ack], self.t_done[self.ack], self.read & ~self.drain, self.off,
+        _lag(self.out, self.off[self.ack], self.t_done[self.ack], self.read & ~self.drain & ~self.txn_r, self.off,
              self.ids, self.pos, self.t_inv)
 
     def polls(self) -> None:
-        _polls(self.out, self.ctx, self.run, self.p, self.read, self.off, self.val, self.ids, self.pos,
-               self.proc, self.drain, self.known, self.k)
+        _polls(self.out, self.ctx, self.run, self.p, self.read & ~self.txn_r, self.off, self.val, self.ids,
+               self.pos, self.proc, self.drain, self.known, self.k, self.rc, self.known_rc)
+
+    def txn_reads(self) -> None:
+        from .spark_txn import txn_reads
+        txn_reads(self)
+
+    def txn_internal(self) -> None:
+        from .spark_txn import txn_internal
+        txn_internal(self)
+
+    def txn_edges(self) -> None:
+        from .spark_txn import txn_edges
+        txn_edges(self)
 
 
 # name -> (method, anomaly types it decides)
 CHECKS: dict[str, tuple[str, tuple[str, ...]]] = {
     "offsets": ("offsets", ("inconsistent-offset", "duplicate")),
-    "lost": ("lost", ("lost-write", "unseen")),
+    "lost": ("lost", ("lost-write", "unseen", "lost-txn-write")),
     "phantom": ("phantom", ("phantom-write",)),
     "acks": ("acks", ("nonlinearizable-offset", "nonmonotonic-send")),
     "polls": ("polls", ("nonmonotonic-poll", "poll-skip")),
     "lag": ("lag", ()),
+    "txn-reads": ("txn_reads", ("aborted-read", "precommitted-read")),
+    "txn-internal": ("txn_internal", ("int-poll-skip", "int-nonmonotonic-poll", "int-nonmonotonic-send",
+                                      "int-send-skip")),
+    # ww/wr edges for the cycle search on the driver (spark_txn.finish)
+    "txn-edges": ("txn_edges", ("G0", "G0-process", "G0-realtime", "G1c", "G1c-process", "G1c-realtime")),
 }
 ALL_TYPES = tuple(t for _, ts in CHECKS.values() for t in ts)
 
@@ -309,7 +344,7 @@ def _lag(out: Out, ao: np.ndarray, at: np.ndarray, lagm: np.ndarray, off: np.nda
 
 def _polls(out: Out, ctx: Context, run: int, p: int, read: np.ndarray, off: np.ndarray, val: np.ndarray,
            ids: np.ndarray, pos: np.ndarray, proc: np.ndarray, drain: np.ndarray, known: np.ndarray,
-           k: int) -> None:
+           k: int, rc: np.ndarray | None = None, known_rc: np.ndarray | None = None) -> None:
     """nonmonotonic-poll and poll-skip over each consumer's chain of reads
     (drain reads a chain of their own; an assign/subscribe ends the chain,
     unless it is an ok assign that keeps the partition: ``ctx.kept``)."""
@@ -330,9 +365,15 @@ def _polls(out: Out, ctx: Context, run: int, p: int, read: np.ndarray, off: np.n
         m = chained & (proc[cu] == q)
         between = np.searchsorted(resets, ids[cu][m], "left") - np.searchsorted(resets, ids[pr][m], "right")
         chained[m] = between <= 0
-    rank_p, rank_c = np.searchsorted(known, off[pr]), np.searchsorted(known, off[cu])
+    _rebalance_cuts(ctx, run, p, proc, ids, pr, cu, chained)
+    # known offsets strictly between the two reads (a read_committed reader's: known_rc)
+    rank_p, rank_c = np.searchsorted(known, off[pr], "right"), np.searchsorted(known, off[cu])
+    if rc is not None and known_rc is not None and known_rc is not known:
+        use = rc[cu]
+        rank_p = np.where(use, np.searchsorted(known_rc, off[pr], "right"), rank_p)
+        rank_c = np.where(use, np.searchsorted(known_rc, off[cu]), rank_c)
     back = chained & (off[cu] <= off[pr])
-    gap = rank_c - rank_p - 1
+    gap = rank_c - rank_p
     skip = chained & ~back & (gap > 0)
     for typ, mask in (("nonmonotonic-poll", back), ("poll-skip", skip)):
         idx = np.flatnonzero(mask)
@@ -341,8 +382,25 @@ def _polls(out: Out, ctx: Context, run: int, p: int, read: np.ndarray, off: np.n
             a, b = pr[i], cu[i]
             extra = None
             if typ == "poll-skip":
-                lo = rank_p[i] + 1
-                extra = {"skipped": [int(x) for x in known[lo: lo + min(gap[i], SKIPPED_LIMIT)]],
+                lo = rank_p[i]
+                src = known_rc if rc is not None and known_rc is not None and rc[b] else known
+                extra = {"skipped": [int(x) for x in src[lo: lo + min(gap[i], SKIPPED_LIMIT)]],
                          "skipped_count": int(gap[i])}
             out.witness(typ, [p, ids[b], pos[b]], [off[a], off[b]], [val[a], val[b]], [ids[a], ids[b]],
                         extra=extra)
+
+
+def _rebalance_cuts(ctx: Context, run: int, p: int, proc: np.ndarray, ids: np.ndarray, pr: np.ndarray,
+                    cu: np.ndarray, chained: np.ndarray) -> None:
+    """Unchain the links (a, b) of reads of p that a rebalance of p (lo, hi) cuts:
+    a <= hi and b >= lo (groups.chain_cuts, reference.check_polls)."""
+    for q in np.unique(proc[cu][chained]):
+        cuts = [(lo, hi) for lo, hi, parts in ctx.rebalances.get((run, int(q)), ()) if p in parts]
+        if not cuts:
+            continue
+        cuts.sort(key=lambda c: c[1])
+        his = np.array([hi for _, hi in cuts], np.int64)
+        lows = np.minimum.accumulate(np.array([lo for lo, _ in cuts], np.int64)[::-1])[::-1]  # min lo from i on
+        m = chained & (proc[cu] == q)
+        j = np.searchsorted(his, ids[pr][m], "left")
+        chained[m] = ~((j < len(his)) & (lows[np.minimum(j, len(his) - 1)] <= ids[cu][m]))

@@ -29,8 +29,10 @@ def op_stats(ops: DataFrame) -> dict[int, dict[str, Any]]:
             d["avail"][(r["s"], r["type"])] += n
         if r["client"] and r["f"] == "send" and r["type"] == "ok":
             d["has_ok_send"] = True
-        if r["f"] == "subscribe":
+        if r["f"] == "subscribe" and d["mode"] != "group":
             d["mode"] = "subscribe"
+        if r["client"] and r["f"] == "rebalance":
+            d["mode"] = "group"        # rebalances recorded: chains follow them (reference.RunIndex.mode)
         if r["client"] and r["f"] == "poll" and r["drain"]:
             d["drains"] += n
             d["drains_ok"] += n if r["type"] == "ok" else 0

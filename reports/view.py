@@ -103,6 +103,24 @@ def op_row(op: dict[str, Any], partition: Any, w_offsets: set[Any], w_values: se
             c = v.get("controller")
             bits.append(f"controller {'n' + str(c) if isinstance(c, int) else jtext(c, 20)}")
         values = "; ".join(bits)
+    elif f == "txn" and isinstance(v, list):
+        bits = []
+        for m in v:
+            if isinstance(m, list) and m[:1] == ["send"] and len(m) >= 3:
+                bits.append(f"send p{jtext(m[1], 20)} {jtext(m[2], 40)}@{jtext(m[3] if len(m) > 3 else None, 20) or '?'}")
+                hl = hl or (_key(as_partition(m[1])) == p_w and (_key(m[2]) in w_values
+                                                                 or len(m) > 3 and _key(m[3]) in w_offsets))
+            elif isinstance(m, list) and m[:1] == ["poll"]:
+                recs = m[1] if len(m) > 1 and isinstance(m[1], dict) else {}
+                reads = [f"p{k}: " + _list([f"{r[0]}→{r[1]}" for r in rs if isinstance(r, list) and len(r) == 2])
+                         for k, rs in recs.items() if isinstance(rs, list) and rs]
+                bits.append("poll " + ("; ".join(reads) if reads else "none"))
+                hl = hl or any(_key(as_partition(k)) == p_w and any(
+                    isinstance(r, list) and len(r) == 2 and (_key(r[0]) in w_offsets or _key(r[1]) in w_values)
+                    for r in rs) for k, rs in recs.items() if isinstance(rs, list))
+        values = jtext(" | ".join(bits), 240)
+        if op.get("isolation"):
+            values += f" ({jtext(op.get('isolation'), 40)})"
     elif v is not None:
         values = jtext(v, 160)
     done, invoked = secs(op.get("time")), secs(op.get("invoke_time"))
@@ -252,7 +270,8 @@ def witness_view(w: dict[str, Any], max_ops: int = 50) -> dict[str, Any]:
     w_vals = {_key(v) for v in vals}
     ops = [o for o in (w.get("ops") or []) if isinstance(o, dict)]
     rows = [op_row(o, p, w_offs, w_vals) for o in ops[:max_ops]]
-    extra = {k: jtext(v) for k, v in w.items() if k not in ("partition", "offsets", "values", "ops", "context")}
+    extra = {k: jtext(v) for k, v in w.items()
+             if k not in ("partition", "offsets", "values", "ops", "context", "cycle")}
     return {
         "partition": jtext(p, 40),
         "offsets": _list(offs) if offs else "",
@@ -261,4 +280,17 @@ def witness_view(w: dict[str, Any], max_ops: int = 50) -> dict[str, Any]:
         "more_ops": max(0, len(ops) - max_ops),
         "context": context_items(w.get("context")),
         "extra": extra,
+        "cycle": cycle_text(w.get("cycle")),
     }
+
+
+def cycle_text(steps: Any) -> str:
+    """A dependency cycle witness (checkers/txn.py) as one line: op ids joined
+    by their edges, each ww/wr edge with the partition and offset giving it."""
+    if not isinstance(steps, list) or not steps or not all(isinstance(s, dict) for s in steps):
+        return ""
+    out = [f"#{jtext(steps[0].get('from'), 20)}"]
+    for s in steps:
+        where = f" p{jtext(s.get('partition'), 20)}@{jtext(s.get('offset'), 20)}" if s.get("partition") is not None else ""
+        out.append(f"—{jtext(s.get('kind'), 20)}{where}→ #{jtext(s.get('to'), 20)}")
+    return " ".join(out)

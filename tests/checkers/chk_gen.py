@@ -53,6 +53,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from checkers.records import Replica, RunRecords, fold_changes
+from checkers.txn import TXN_TYPES
 
 Op = dict[str, Any]
 MS = 1_000_000
@@ -531,9 +532,17 @@ def _fresh_process(ops: list[Op]) -> int:
     return 1 + max([o["process"] for o in ops if isinstance(o["process"], int)] + [0])
 
 
+# Anomaly types other generators inject (chk_gen_groups: consumer groups); these
+# histories have no place for them, and the properties here leave them out.
+ELSEWHERE = ("commit-backwards", "lost-consumption", "redelivery")
+ELSEWHERE += TXN_TYPES      # chk_gen_txn: transactions
+
+
 def inject(ops: list[Op], typ: str, rng: random.Random) -> tuple[list[Op], int] | None:
     """A copy of ops with one anomaly of type typ, and its partition; None when
     this history offers no place for one. Other anomalies may come along."""
+    if typ in ELSEWHERE:
+        return None
     ops = _copy(ops)
     if typ == "unclean-election":
         q = rng.randrange(1 + max([m[0] for _, _, m in _acks(ops)] + [0]))
