@@ -190,6 +190,13 @@ class Runner:
             mark_kept(name, cfg.kafka_version, settings)
         self.cluster.kafka.create_topic(TOPIC, cfg.workload.partitions, cfg.workload.replication_factor,
                                         config=cfg.topic)
+        if cfg.workload.transactions:
+            from workloads.txn import wait_for_coordinator
+            try:
+                log.info("transaction coordinator ready after %.1f s",
+                         wait_for_coordinator(self._client_context(0), cfg.seed))
+            except Exception as exc:  # the workload's own txns will say what fails
+                log.warning("transaction coordinator not ready after 60 s: %s", exc)
 
     def _phase_workload(self) -> None:
         cfg = self.cfg

@@ -90,6 +90,27 @@ def txn_producer_settings(ctx: ClientContext, txn_id: str) -> dict[str, Any]:
     return conf
 
 
+def wait_for_coordinator(ctx: ClientContext, seed: int | None, timeout_s: float = 60.0) -> float:
+    """Before the workload: initialise one transactional producer until the
+    coordinator answers, so the run's clock does not start while Kafka creates
+    and loads ``__transaction_state`` (its first ``init_transactions`` answers
+    COORDINATOR_LOAD_IN_PROGRESS for seconds). Seconds waited; raises the last
+    KafkaException if it never answered."""
+    t0 = time.monotonic()
+    conf = txn_producer_settings(ctx, f"kchaos-{seed}-warmup")
+    while True:
+        producer = Producer(conf)
+        try:
+            producer.init_transactions(max(1.0, min(10.0, t0 + timeout_s - time.monotonic())))
+            return time.monotonic() - t0
+        except KafkaException:
+            if time.monotonic() - t0 >= timeout_s:
+                raise
+            time.sleep(0.5)
+        finally:
+            producer.flush(0)
+
+
 def txn_consumer_settings(ctx: ClientContext, group_id: str) -> dict[str, Any]:
     """The queue consumer's settings with the worker's own group id (the group
     ``send_offsets_to_transaction`` commits to) and auto-commit off."""
