@@ -8,17 +8,15 @@ and a final drain. Each variant changes it in one place.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
 import checkers
-from checkers.load import write_parquet
-from checkers.model import pair_ops
-from checkers.result import ANOMALY_TYPES
+import chk_cases
 from chk_builder import History
+from chk_cases import Case
 
 G = "g"
 
@@ -163,13 +161,6 @@ def aborted_gap() -> History:
     return h
 
 
-@dataclass
-class Case:
-    build: Callable[[], History]
-    expect: dict[str, int]
-    valid: Any
-    verify: Callable[[Any], None] | None = None
-    tags: list[str] = field(default_factory=list)
 
 
 def v_mode(r: Any) -> None:
@@ -225,42 +216,24 @@ ENGINES = ["reference", pytest.param("spark", marks=pytest.mark.spark)]
 
 @pytest.fixture(scope="module")
 def spark_results(spark, tmp_path_factory) -> dict[str, Any]:
-    names = list(CASES)
-    path = tmp_path_factory.mktemp("groups") / "cases.parquet"
-    write_parquet([(i, pair_ops(CASES[n].build().ops)) for i, n in enumerate(names)], path)
-    results = checkers.check_runs(path, {"engine": "spark"}, spark=spark)
-    return {n: results[i] for i, n in enumerate(names)}
+    return chk_cases.spark_results(CASES, spark, tmp_path_factory.mktemp("groups"))
 
 
-def result_for(engine: str, name: str, tmp_path: Path, request: Any) -> Any:
-    if engine == "spark":
-        return request.getfixturevalue("spark_results")[name]
-    return checkers.check(CASES[name].build().write(tmp_path / "history.jsonl"), {"engine": "reference"})
+def reference_result(name: str, tmp_path: Path) -> Any:
+    return chk_cases.reference_result(CASES[name], tmp_path)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("name", list(CASES))
 def test_case(name: str, engine: str, tmp_path: Path, request: Any) -> None:
-    case = CASES[name]
-    r = result_for(engine, name, tmp_path, request)
-    assert r.errors == []
-    counts = {t: c for t, c, _ in checkers.summary(r) if c}
-    assert counts == case.expect
-    assert r.valid == case.valid
-    assert set(r.anomalies) == set(ANOMALY_TYPES)
-    for typ, n in case.expect.items():
-        assert len(r.anomalies[typ]["witnesses"]) == n
-    if case.verify:
-        case.verify(r)
+    r = request.getfixturevalue("spark_results")[name] if engine == "spark" else reference_result(name, tmp_path)
+    chk_cases.assert_case(CASES[name], r)
 
 
 @pytest.mark.spark
 @pytest.mark.parametrize("name", list(CASES))
 def test_engines_agree_exactly(name: str, spark_results: dict[str, Any], tmp_path: Path) -> None:
-    ref = checkers.check(CASES[name].build().write(tmp_path / "history.jsonl"), {"engine": "reference"})
-    a, b = ref.to_json(), spark_results[name].to_json()
-    a.pop("checker"), b.pop("checker")
-    assert a == b
+    chk_cases.assert_engines_agree(reference_result(name, tmp_path), spark_results[name])
 
 
 def test_without_rebalances_subscribe_keeps_its_allowance(tmp_path: Path) -> None:

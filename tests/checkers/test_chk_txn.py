@@ -3,17 +3,15 @@ edge that matters), with its clean variant, in both engines. The Spark side
 checks every case in one multi-run pass."""
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import pytest
 
 import checkers
-from checkers.load import write_parquet
-from checkers.model import pair_ops
-from checkers.result import ANOMALY_TYPES
+import chk_cases
 from chk_builder import History
+from chk_cases import Case
 
 Mop = tuple  # ("send", partition, value, offset | None) | ("poll", {partition: [(offset, value)]})
 
@@ -295,12 +293,6 @@ def v_cycle(typ: str, kinds: list[str]) -> Callable[[Any], None]:
     return verify
 
 
-@dataclass
-class Case:
-    build: Callable[[], History]
-    expect: dict[str, int]
-    valid: Any
-    verify: Callable[[Any], None] | None = None
 
 
 CASES: dict[str, Case] = {
@@ -341,39 +333,24 @@ ENGINES = ["reference", pytest.param("spark", marks=pytest.mark.spark)]
 
 @pytest.fixture(scope="module")
 def spark_results(spark, tmp_path_factory) -> dict[str, Any]:
-    """Every case checked by Spark in one pass: run i is case i."""
-    names = list(CASES)
-    path = tmp_path_factory.mktemp("txn-cases") / "cases.parquet"
-    write_parquet([(i, pair_ops(CASES[n].build().ops)) for i, n in enumerate(names)], path)
-    results = checkers.check_runs(path, {"engine": "spark"}, spark=spark)
-    return {n: results[i] for i, n in enumerate(names)}
+    return chk_cases.spark_results(CASES, spark, tmp_path_factory.mktemp("txn-cases"))
 
 
 def reference_result(name: str, tmp_path: Path) -> Any:
-    return checkers.check(CASES[name].build().write(tmp_path / "history.jsonl"), {"engine": "reference"})
+    return chk_cases.reference_result(CASES[name], tmp_path)
 
 
 @pytest.mark.parametrize("engine", ENGINES)
 @pytest.mark.parametrize("name", list(CASES))
 def test_case(name: str, engine: str, tmp_path: Path, request: Any) -> None:
-    case = CASES[name]
     r = request.getfixturevalue("spark_results")[name] if engine == "spark" else reference_result(name, tmp_path)
-    assert r.errors == []
-    assert {t: c for t, c, _ in checkers.summary(r) if c} == case.expect
-    assert r.valid == case.valid
-    assert set(r.anomalies) == set(ANOMALY_TYPES)
-    for typ, n in case.expect.items():
-        assert len(r.anomalies[typ]["witnesses"]) == n
-    if case.verify:
-        case.verify(r)
+    chk_cases.assert_case(CASES[name], r)
 
 
 @pytest.mark.spark
 @pytest.mark.parametrize("name", list(CASES))
 def test_engines_agree_exactly(name: str, spark_results: dict[str, Any], tmp_path: Path) -> None:
-    a, b = reference_result(name, tmp_path).to_json(), spark_results[name].to_json()
-    a.pop("checker"), b.pop("checker")
-    assert a == b
+    chk_cases.assert_engines_agree(reference_result(name, tmp_path), spark_results[name])
 
 
 def test_default_allowances_and_taking_them_away(tmp_path: Path) -> None:

@@ -1,0 +1,54 @@
+"""Hand-written histories with known anomalies, checked by both engines: the
+one harness the case tables (test_chk_anomalies, test_chk_txn,
+test_chk_groups) share."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import checkers
+from checkers.load import write_parquet
+from checkers.model import pair_ops
+from checkers.result import ANOMALY_TYPES
+from chk_builder import History
+
+
+@dataclass
+class Case:
+    build: Callable[[], History]
+    expect: dict[str, int]           # anomaly type -> count; every other type 0
+    valid: Any
+    verify: Callable[[Any], None] | None = None
+    tags: list[str] = field(default_factory=list)
+
+
+def spark_results(cases: dict[str, Case], spark: Any, folder: Path) -> dict[str, Any]:
+    """Every case checked by Spark in one pass: run i is case i."""
+    names = list(cases)
+    path = folder / "cases.parquet"
+    write_parquet([(i, pair_ops(cases[n].build().ops)) for i, n in enumerate(names)], path)
+    results = checkers.check_runs(path, {"engine": "spark"}, spark=spark)
+    return {n: results[i] for i, n in enumerate(names)}
+
+
+def reference_result(case: Case, tmp_path: Path) -> Any:
+    return checkers.check(case.build().write(tmp_path / "history.jsonl"), {"engine": "reference"})
+
+
+def assert_case(case: Case, r: Any) -> None:
+    """The result has exactly the expected counts, witnesses and verdict."""
+    assert r.errors == []
+    assert {t: c for t, c, _ in checkers.summary(r) if c} == case.expect
+    assert r.valid == case.valid
+    assert set(r.anomalies) == set(ANOMALY_TYPES)
+    for typ, n in case.expect.items():
+        assert len(r.anomalies[typ]["witnesses"]) == n
+    if case.verify:
+        case.verify(r)
+
+
+def assert_engines_agree(reference: Any, spark: Any) -> None:
+    a, b = reference.to_json(), spark.to_json()
+    a.pop("checker"), b.pop("checker")
+    assert a == b
