@@ -12,6 +12,20 @@ from .load import INVALID, VALID, load_run
 _STYLE = {VALID: "bold green", INVALID: "bold red"}
 
 
+def idle_types(results: dict) -> set[str]:
+    """Anomaly types of a family the run never exercised (transactions without
+    txn ops, group checks without commits or rebalances): 0 says nothing there."""
+    from checkers.groups import GROUP_TYPES
+    from checkers.txn import TXN_TYPES
+    ops = set(((results or {}).get("stats") or {}).get("ops") or {})
+    idle: set[str] = set()
+    if "txn" not in ops:
+        idle |= set(TXN_TYPES)
+    if not ops & {"commit", "rebalance"}:
+        idle |= set(GROUP_TYPES)
+    return idle
+
+
 def console_summary(run_dir: Path, console: Console | None = None) -> None:
     """Print a table of anomaly counts (type, count, allowed), the verdict and
     the report's path."""
@@ -23,7 +37,12 @@ def console_summary(run_dir: Path, console: Console | None = None) -> None:
     table.add_column("anomaly")
     table.add_column("count", justify="right")
     table.add_column("allowed")
+    idle = idle_types(run.results) if has_results else set()
+    folded = 0
     for a in run.anomalies():
+        if a.type in idle and a.present and not a.error and not a.count:
+            folded += 1
+            continue
         if not has_results or not a.present or a.error:
             count = Text("?", style="yellow")
         elif a.failing:
@@ -36,6 +55,9 @@ def console_summary(run_dir: Path, console: Console | None = None) -> None:
             else Text("no", style="dim" if not a.failing else "")
         table.add_row(Text(a.type), count, allowed)
     console.print(table)
+    if folded:
+        console.print(Text(f"{folded} transaction and consumer-group checks not listed: the run had no "
+                           f"transactions, commits or rebalances to check", style="dim"))
     from .availability import write_availability
     wa = write_availability(run.ops)
     if wa is not None:
