@@ -6,8 +6,11 @@ random broker as "controller", not the quorum leader), read through Node.run.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +18,7 @@ from typing import Sequence
 
 from broker.config import BROKER_PORT, DATA_DIR, broker_id, new_cluster_id, property_value
 from broker.lifecycle import Broker, BrokerSettings
+from infra.distribution import cache_root
 from infra.errors import BrokerNotReady, KchaosError, UsageError
 from infra.node import Node, parallel
 
@@ -62,28 +66,79 @@ class KafkaCluster:
     def setup(self, cluster_id: str | None = None, timeout_s: float = 120.0) -> str:
         """Configure, format and start every broker, then wait for readiness.
 
-        One broker is formatted by Kafka's StorageTool; the others get the same
-        bootstrap checkpoint and their own meta.properties without a JVM each
-        (on two cores, three formatting JVMs at once took most of a start).
-        ``self.timings`` says where the time went.
+        Formatting runs no JVM on a warm start: the bootstrap checkpoint Kafka's
+        StorageTool writes holds feature levels only (no node or cluster id with
+        static voters), so it is cached on the host, keyed by the node's jars,
+        JVM, features and broker properties, and copied to every node with its
+        own meta.properties. On a miss one node runs StorageTool and fills the cache.
+
+        The broker JVMs start from an AppCDS archive (half of a broker's start
+        was loading classes) cached the same way, keyed by jars and JVM. With no
+        archive cached, the first broker records one: once the cluster is ready
+        it is stopped, its archive taken, and it is started again (once per
+        Kafka and JDK). ``self.timings`` says where the time went.
         """
         cluster_id = cluster_id or new_cluster_id()
         voters = [(n.name, n.address) for n in self.nodes]
         t0 = time.monotonic()
-        parallel(lambda b: b.configure(voters), self.brokers.values())
-        t_conf = time.monotonic()
         first, *rest = self.brokers.values()
-        first.format(cluster_id)
-        bootstrap = first.bootstrap_checkpoint()
-        parallel(lambda b: b.format_like(cluster_id, bootstrap), rest)
+
+        def configure(b: Broker) -> str:
+            b.configure(voters)
+            return b.runtime_listing() if b is first else ""
+        listing = parallel(configure, self.brokers.values())[0]
+        boot_path = _cache_file("bootstrap", _key(listing, sorted(self.settings.features.items()),
+                                                  sorted((k, str(v)) for k, v in self.settings.properties.items())),
+                                ".checkpoint")
+        cds_path = _cache_file("cds", _key(listing), ".jsa")
+        use_cds = self.settings.cds and bool(listing.strip())
+        have_cds = use_cds and cds_path.exists()
+        if use_cds and not have_cds:
+            log.info("no CDS archive for this Kafka and JDK yet: n%s records one during this start",
+                     broker_id(first.name))
+        t_conf = time.monotonic()
+        bootstrap = boot_path.read_bytes() if boot_path.exists() else None
+        if bootstrap is None:
+            first.format(cluster_id)
+            bootstrap = first.bootstrap_checkpoint()
+            _write_atomic(boot_path, bootstrap)
+            todo = rest
+        else:
+            todo = list(self.brokers.values())
+
+        def prepare(b: Broker) -> None:
+            if b in todo:
+                b.format_like(cluster_id, bootstrap)
+            if have_cds:
+                b.put_cds_archive(cds_path)
+        parallel(prepare, self.brokers.values())
         t_format = time.monotonic()
-        parallel(lambda b: b.start(), self.brokers.values())
+        recording = first if use_cds and not have_cds else None
+        parallel(lambda b: b.start(record_cds=b is recording), self.brokers.values())
         t_jvm = time.monotonic()
         self.wait_ready(timeout_s)
         t_ready = time.monotonic()
         self.timings = {"configure_s": t_conf - t0, "format_s": t_format - t_conf, "jvm_start_s": t_jvm - t_format,
                         **self.ready_timings, "ready_s": t_ready - t_jvm}
+        if recording is not None:
+            self._take_cds_archive(recording, cds_path, timeout_s)
+            self.timings["cds_record_s"] = time.monotonic() - t_ready
         return cluster_id
+
+    def _take_cds_archive(self, broker: Broker, dest: Path, timeout_s: float) -> None:
+        """Stop the recording broker (its JVM writes the archive as it exits),
+        keep the archive, start the broker again from it."""
+        starts = broker.started_count()
+        broker.stop(wait_s=120.0)
+        with tempfile.TemporaryDirectory() as tmp:
+            local = Path(tmp) / dest.name
+            if broker.take_cds_recording(local) and local.stat().st_size > 0:
+                _write_atomic(dest, local.read_bytes())
+                broker.put_cds_archive(dest)
+            else:
+                log.warning("%s: the JVM wrote no CDS archive; brokers start without one", broker.name)
+        broker.start()
+        self.wait_ready(timeout_s, [broker.name], {broker.name: starts})
 
     def wait_ready(self, timeout_s: float = 120.0, names: Sequence[str] | None = None,
                    previous_starts: dict[str, int] | None = None) -> None:
@@ -223,6 +278,24 @@ class KafkaCluster:
         if best is None:
             return None
         return best[0] if self.broker(best[0]).is_running() else None
+
+
+def _key(*parts: object) -> str:
+    return hashlib.sha256(repr(parts).encode()).hexdigest()[:16]
+
+
+def _cache_file(kind: str, key: str, suffix: str) -> Path:
+    return cache_root() / kind / f"{key}{suffix}"
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """Another session may start a cluster at the same moment: readers see the
+    whole file or none."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.replace(tmp, path)
 
 
 def _quiet_logger():

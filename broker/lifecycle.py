@@ -25,6 +25,21 @@ PROCESS_PATTERN = "kafka[.]Kafka " + CONFIG_PATH
 READY_LINE = "Kafka Server started"
 BOOTSTRAP_CHECKPOINT = "bootstrap.checkpoint"
 FAKETIME_LIBS = "/usr/lib/*/faketime/libfaketimeMT.so.1"
+# The broker's AppCDS archive on a node (see KafkaCluster.setup): present, the JVM
+# maps Kafka's classes from it instead of loading them from the jars.
+CDS_ARCHIVE = "/var/lib/kchaos/kafka-cds.jsa"
+# The JVM's CDS log of the current start (info level: a refused archive is
+# silent at warning level) and its complaint, if any; with -Xshare:auto the JVM
+# then loads classes from the jars, as without an archive.
+CDS_LOG = f"{LOG_DIR}/cds.log"
+CDS_REFUSAL = f"grep -h -E 'UseSharedSpaces:|Unable to|mismatch' {CDS_LOG} 2>/dev/null | head -n 3"
+# Where a recording JVM writes the archive when it exits.
+CDS_RECORDING = "/var/lib/kchaos/kafka-cds.recording.jsa"
+# What a node runs the broker with: the jars and the JVM. Its digest keys the
+# cached bootstrap checkpoint and CDS archive (a different Kafka or JDK, a new key).
+RUNTIME_LISTING = ("ls -lnL --time-style=+%s " + KAFKA_LIB +
+                   " /usr/lib/jvm/*/lib/server/libjvm.so /usr/lib/jvm/*/lib/server/classes.jsa 2>/dev/null; "
+                   "readlink -f \"$(command -v java)\"")
 
 
 @dataclass
@@ -33,6 +48,8 @@ class BrokerSettings:
     properties: dict[str, object] = field(default_factory=dict)
     # Features given to StorageTool format, e.g. {"eligible.leader.replicas.version": 0}.
     features: dict[str, int] = field(default_factory=dict)
+    # Start the broker JVM from a class-data-sharing archive when one is cached.
+    cds: bool = True
 
 
 def _java(node_classpath: str, main: str, *args: str, heap: str = "256m") -> list[str]:
@@ -101,13 +118,41 @@ class Broker:
                 (Path(tmp) / name).write_bytes(data)
                 self.node.put(Path(tmp) / name, f"{DATA_DIR}/{name}")
 
+    def runtime_listing(self) -> str:
+        """The jars and the JVM this node runs the broker with (see RUNTIME_LISTING)."""
+        return self.node.run(["sh", "-c", RUNTIME_LISTING], check=False).out
+
+    def put_cds_archive(self, local: Path) -> None:
+        self.node.put(local, CDS_ARCHIVE)
+
+    def take_cds_recording(self, local: Path) -> bool:
+        """Copy the archive a recording JVM wrote at exit; False if it wrote none."""
+        try:
+            self.node.get(CDS_RECORDING, local)
+            return True
+        except NodeCommandError:
+            return False
+
     def wipe(self) -> None:
         self.node.run(["sh", "-c", f"rm -rf {DATA_DIR}/* {LOG_DIR}/*"])
 
-    def start(self) -> None:
+    def start(self, record_cds: bool = False) -> None:
+        """Launch the broker JVM. It maps classes from the node's CDS archive if
+        there is one (the JVM itself falls back to the jars if it refuses it);
+        ``record_cds`` instead makes the JVM write a new archive when it exits."""
         if self.pid() is not None:
             return
-        libs = self.node.run(["sh", "-c", f"ls {FAKETIME_LIBS} 2>/dev/null | head -n1"], check=False).out.strip()
+        probe = self.node.run(["sh", "-c", f"ls {FAKETIME_LIBS} 2>/dev/null | head -n1; "
+                                           f"rm -f {CDS_LOG}; test -s {CDS_ARCHIVE} && echo cds"],
+                               check=False).out.split()
+        libs = next((p for p in probe if p != "cds"), "")
+        cds: list[str] = []
+        if record_cds:
+            self.node.run(["sh", "-c", f"mkdir -p {Path(CDS_RECORDING).parent} && rm -f {CDS_RECORDING}"],
+                          check=False)
+            cds = [f"-XX:ArchiveClassesAtExit={CDS_RECORDING}"]
+        elif self.settings.cds and "cds" in probe:
+            cds = [f"-XX:SharedArchiveFile={CDS_ARCHIVE}", "-Xshare:auto", f"-Xlog:cds=info:file={CDS_LOG}"]
         env = {"KAFKA_HEAP": self.settings.heap}
         preload = ""
         if libs:
@@ -117,7 +162,7 @@ class Broker:
             preload = (f"LD_PRELOAD={libs} FAKETIME_TIMESTAMP_FILE={FAKETIME_FILE} "
                        "FAKETIME_CACHE_DURATION=1 DONT_FAKE_MONOTONIC=1 FAKETIME_FORCE_MONOTONIC_FIX=0 ")
         java = ["java", f"-Xmx{self.settings.heap}", f"-Xms{self.settings.heap}", "-XX:+UseG1GC",
-                "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true",
+                "-XX:MaxGCPauseMillis=20", "-Djava.awt.headless=true", *cds,
                 f"-Dlog4j2.configurationFile={KAFKA_LOG4J_CONFIG}", f"-Dkafka.logs.dir={LOG_DIR}",
                 "-cp", f"{KAFKA_LIB}/*", "kafka.Kafka", CONFIG_PATH]
         script = f"echo \"--- start $(date -u +%FT%TZ)\" >> {STDOUT_LOG}; exec env {preload}{shell_join(java)} >> {STDOUT_LOG} 2>&1"
@@ -185,16 +230,38 @@ class Broker:
             return 0
 
     def wait_started(self, timeout_s: float = 90.0, previous_starts: int = 0) -> None:
+        """Until the server log says the broker started more than ``previous_starts`` times.
+
+        The waiting happens inside the node, one command at a time of up to 10 s
+        that checks the log every 0.2 s and returns as soon as the line is there
+        or the JVM is gone: a host-side poll costs a ``docker exec`` (a runc
+        process) per look, which on a loaded machine took CPU from the JVMs and
+        added up to half a second of lag.
+        """
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if self.started_count() > previous_starts:
+            if self._wait_line_in_node(min(10.0, max(1.0, deadline - time.monotonic())), previous_starts):
                 return
             if not self.is_running() and not self._alive_on_second_look(previous_starts):
                 out = self.node.run(["tail", "-n", "200", STDOUT_LOG], check=False).out
                 raise BrokerNotReady(f"{self.name}: broker exited before it was ready: {first_error_line(out)}; "
                                      f"log tail: {self.log_tail()}")
-            time.sleep(0.5)
+            time.sleep(0.1)
         raise BrokerNotReady(f"{self.name}: broker not ready after {timeout_s:.0f}s; log tail: {self.log_tail()}")
+
+    def _wait_line_in_node(self, wait_s: float, previous_starts: int) -> bool:
+        """True once the ready line count passes ``previous_starts``; False when
+        ``wait_s`` ran out or the JVM was not seen (the caller looks closer)."""
+        script = (f"end=$(( $(date +%s) + {int(wait_s)} )); "
+                  f"while [ $(date +%s) -lt $end ]; do "
+                  f"n=$(grep -c '{READY_LINE}' {SERVER_LOG} 2>/dev/null); "
+                  f"[ \"${{n:-0}}\" -gt {previous_starts} ] && {{ {CDS_REFUSAL}; exit 0; }}; "
+                  f"pgrep -f '{PROCESS_PATTERN}' >/dev/null || exit 3; sleep 0.2; done; exit 1")
+        res = self.node.run(["sh", "-c", script], check=False, timeout=wait_s + 15)
+        if res.exit == 0 and res.out.strip():
+            log.warning("%s: the JVM refused the CDS archive, so the broker started from the jars: %s",
+                        self.name, res.out.strip()[:300])
+        return res.exit == 0
 
     def _alive_on_second_look(self, previous_starts: int) -> bool:
         """One failed process check is not a dead broker: a busy node can miss a
