@@ -7,7 +7,8 @@ The workload time runs from the first client invocation to the last
 completion of a client op that is not part of the final drain, cut into
 ``bucket_s`` slices (1 s). A slice counts when a send completion in it
 acknowledged at least one message (an offset in its value: every message of
-an ``ok`` send, the acknowledged ones of a mixed ``info`` send).
+an ``ok`` send, the acknowledged ones of a mixed ``info`` send), or when a
+transaction that wrote committed in it.
 """
 from __future__ import annotations
 
@@ -42,6 +43,12 @@ def _acknowledges(value: Any) -> bool:
     return next(acknowledged_offsets(value), None) is not None
 
 
+def _commits_a_write(value: Any) -> bool:
+    """A committed txn's value with a send micro-op that has its offset."""
+    return isinstance(value, list) and any(
+        isinstance(m, list) and m[:1] == ["send"] and len(m) == 4 and type(m[3]) is int for m in value)
+
+
 def write_availability(ops: Iterable[dict[str, Any]], bucket_s: float = 1.0) -> WriteAvailability | None:
     """None when the history has no client op outside the drain."""
     if bucket_s <= 0:
@@ -59,7 +66,8 @@ def write_availability(ops: Iterable[dict[str, Any]], bucket_s: float = 1.0) -> 
             continue
         if end is None or t > end:
             end = t
-        if op.get("f") == "send" and kind in ("ok", "info") and _acknowledges(op.get("value")):
+        if (op.get("f") == "send" and kind in ("ok", "info") and _acknowledges(op.get("value"))) or \
+                (op.get("f") == "txn" and kind == "ok" and _commits_a_write(op.get("value"))):
             acked_times.append(t)
     if start is None or end is None or end < start:
         return None

@@ -38,3 +38,14 @@ def test_no_client_ops():
     assert write_availability([]) is None
     with pytest.raises(ValueError):
         write_availability([], bucket_s=0)
+
+
+def test_committed_transactions_with_a_write_count_and_aborted_ones_do_not():
+    ops = [op(0, "invoke", "txn", 0.0, [["send", 0, 1], ["poll"]]),
+           op(0, "ok", "txn", 0.5, [["send", 0, 1, 7], ["poll", {}]]),                  # committed, wrote
+           op(1, "invoke", "txn", 1.1, [["send", 0, 2]]),
+           op(1, "fail", "txn", 1.5, [["send", 0, 2, 8]], abort=True),                  # aborted: no
+           op(2, "invoke", "txn", 2.1, [["poll"]]), op(2, "ok", "txn", 2.5, [["poll", {}]]),  # read only: no
+           op(3, "invoke", "txn", 3.1, [["send", 1, 3]]), op(3, "info", "txn", 3.9, [["send", 1, 3, 9]])]
+    wa = write_availability(ops)
+    assert (wa.slices, wa.acked) == (4, 1)
