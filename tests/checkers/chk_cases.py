@@ -52,3 +52,27 @@ def assert_engines_agree(reference: Any, spark: Any) -> None:
     a, b = reference.to_json(), spark.to_json()
     a.pop("checker"), b.pop("checker")
     assert a == b
+
+
+def case_tests(cases: dict[str, Case], folder: str) -> tuple[Any, Any, Any]:
+    """(spark_results fixture, test_case, test_engines_agree_exactly) for a
+    module's case table; the module binds them to those names so pytest finds them."""
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def spark_results_fixture(spark: Any, tmp_path_factory: Any) -> dict[str, Any]:
+        return spark_results(cases, spark, tmp_path_factory.mktemp(folder))
+
+    @pytest.mark.parametrize("engine", ["reference", pytest.param("spark", marks=pytest.mark.spark)])
+    @pytest.mark.parametrize("name", list(cases))
+    def test_case(name: str, engine: str, tmp_path: Path, request: Any) -> None:
+        r = request.getfixturevalue("spark_results")[name] if engine == "spark" \
+            else reference_result(cases[name], tmp_path)
+        assert_case(cases[name], r)
+
+    @pytest.mark.spark
+    @pytest.mark.parametrize("name", list(cases))
+    def test_engines_agree_exactly(name: str, spark_results: dict[str, Any], tmp_path: Path) -> None:
+        assert_engines_agree(reference_result(cases[name], tmp_path), spark_results[name])
+
+    return spark_results_fixture, test_case, test_engines_agree_exactly

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-import pytest
 
 import checkers
 from checkers.result import ANOMALY_TYPES
@@ -329,29 +328,11 @@ CASES: dict[str, Case] = {
     "no-ok-send": Case(no_ok_send, {}, "unknown"),
 }
 
-ENGINES = ["reference", pytest.param("spark", marks=pytest.mark.spark)]
-
-
-@pytest.fixture(scope="module")
-def spark_results(spark, tmp_path_factory) -> dict[str, Any]:
-    return chk_cases.spark_results(CASES, spark, tmp_path_factory.mktemp("cases"))
+spark_results, test_case, test_engines_agree_exactly = chk_cases.case_tests(CASES, "cases")
 
 
 def reference_result(name: str, tmp_path: Path) -> Any:
     return chk_cases.reference_result(CASES[name], tmp_path)
-
-
-@pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("name", list(CASES))
-def test_case(name: str, engine: str, tmp_path: Path, request: Any) -> None:
-    r = request.getfixturevalue("spark_results")[name] if engine == "spark" else reference_result(name, tmp_path)
-    chk_cases.assert_case(CASES[name], r)
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize("name", list(CASES))
-def test_engines_agree_exactly(name: str, spark_results: dict[str, Any], tmp_path: Path) -> None:
-    chk_cases.assert_engines_agree(reference_result(name, tmp_path), spark_results[name])
 
 
 def test_unseen_makes_the_verdict_unknown_unless_allowed_by_name(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable
 
-import pytest
 
 import checkers
 import chk_cases
@@ -328,29 +327,11 @@ CASES: dict[str, Case] = {
     "ww-wr-cycle-is-legal": Case(ww_wr_cycle, {}, True),
 }
 
-ENGINES = ["reference", pytest.param("spark", marks=pytest.mark.spark)]
-
-
-@pytest.fixture(scope="module")
-def spark_results(spark, tmp_path_factory) -> dict[str, Any]:
-    return chk_cases.spark_results(CASES, spark, tmp_path_factory.mktemp("txn-cases"))
+spark_results, test_case, test_engines_agree_exactly = chk_cases.case_tests(CASES, "txn-cases")
 
 
 def reference_result(name: str, tmp_path: Path) -> Any:
     return chk_cases.reference_result(CASES[name], tmp_path)
-
-
-@pytest.mark.parametrize("engine", ENGINES)
-@pytest.mark.parametrize("name", list(CASES))
-def test_case(name: str, engine: str, tmp_path: Path, request: Any) -> None:
-    r = request.getfixturevalue("spark_results")[name] if engine == "spark" else reference_result(name, tmp_path)
-    chk_cases.assert_case(CASES[name], r)
-
-
-@pytest.mark.spark
-@pytest.mark.parametrize("name", list(CASES))
-def test_engines_agree_exactly(name: str, spark_results: dict[str, Any], tmp_path: Path) -> None:
-    chk_cases.assert_engines_agree(reference_result(name, tmp_path), spark_results[name])
 
 
 def test_default_allowances_and_taking_them_away(tmp_path: Path) -> None:
