@@ -321,7 +321,11 @@ class Runner:
             mode=cfg.workload.mode, group_id=run_group_id(cfg), op_timeout_s=cfg.workload.op_timeout,
             poll_max_messages=cfg.workload.poll_max_messages, poll_timeout_s=cfg.workload.poll_timeout)
 
-    def _worker(self, worker: int) -> None:
+    def _worker(self, worker: int, skip: str | None = None) -> None:
+        """Worker ``worker``'s schedule, one op at a time on one client process,
+        paced by the ops' delays. Ops named ``skip`` are not invoked, but their
+        delays count, so the others keep the schedule's times (a pipelined
+        worker's sends go elsewhere: ``_pipelined_worker``)."""
         process = worker
         client = None
         ops = schedule.worker_ops(self.cfg, worker)
@@ -332,54 +336,57 @@ class Runner:
         setup_op = next(ops)  # assign/subscribe: replayed for every new process (queued when it opens)
         next_at = time.monotonic()
         pending: list = []
-        while not self.stop.is_set():
-            if client is None:
-                client = self._open_client(worker, process)
+        try:
+            while not self.stop.is_set():
                 if client is None:
-                    self.stop.wait(1.0)
+                    client = self._open_client(worker, process)
+                    if client is None:
+                        self.stop.wait(1.0)
+                        continue
+                    pending.insert(0, setup_op)
+                planned = pending.pop(0) if pending else next(ops)
+                if time.monotonic() >= next_crash:
+                    while next_crash <= time.monotonic():
+                        next_crash = self.t0 + next(crashes, float("inf"))
+                    successor = next(self._processes)
+                    log.info("worker %d: crashing process %d (client dropped without flushing); going on as "
+                             "process %d", worker, process, successor)
+                    self._crash_quietly(client)
+                    self.crashes.append((worker, process))
+                    client, process = None, successor
+                    if planned is not setup_op:
+                        pending.insert(0, planned)
                     continue
-                pending.insert(0, setup_op)
-            planned = pending.pop(0) if pending else next(ops)
-            if time.monotonic() >= next_crash:
-                while next_crash <= time.monotonic():
-                    next_crash = self.t0 + next(crashes, float("inf"))
-                successor = next(self._processes)
-                log.info("worker %d: crashing process %d (client dropped without flushing); going on as "
-                         "process %d", worker, process, successor)
-                self._crash_quietly(client)
-                self.crashes.append((worker, process))
-                client, process = None, successor
-                if planned is not setup_op:
-                    pending.insert(0, planned)
-                continue
-            next_at += planned.delay_s
-            wait = next_at - time.monotonic()
-            if wait > 0 and self.stop.wait(wait):
-                break
-            next_at = max(next_at, time.monotonic() - 1.0)  # no catch-up bursts after a slow op
-            completion = self._invoke_recorded(worker, process, client, planned)
-            if completion["type"] == INFO:
-                # The op may still take effect later (a send in flight, a half-done
-                # assignment): retire this process and go on under a new number.
+                next_at += planned.delay_s
+                if planned.f == skip:
+                    continue
+                wait = next_at - time.monotonic()
+                if wait > 0 and self.stop.wait(wait):
+                    break
+                next_at = max(next_at, time.monotonic() - 1.0)  # no catch-up bursts after a slow op
+                completion = self._invoke_recorded(worker, process, client, planned)
+                if completion["type"] == INFO:
+                    # The op may still take effect later (a send in flight, a half-done
+                    # assignment): retire this process and go on under a new number.
+                    self._close_quietly(client)
+                    client = None
+                    process = next(self._processes)
+        finally:
+            if client is not None:
                 self._close_quietly(client)
-                client = None
-                process = next(self._processes)
-        if client is not None:
-            self._close_quietly(client)
 
     def _pipelined_worker(self, worker: int) -> None:
         """Worker ``worker``'s schedule on two threads. Its sends go to one
         pipelined producer (workloads/pipelined.py: up to ``in_flight``
         outstanding, each on a logical process of its own, which it records
         itself) as fast as its slots free up: ``rate`` does not pace them. Its
-        other ops (assign/subscribe, polls) run on a thread of their own, on a
-        consumer process, one op at a time at the schedule's pace, as in
-        ``_worker``. Both walk the same seeded schedule, so values and
+        other ops (assign/subscribe, polls) run on a thread of their own:
+        ``_worker`` skipping the sends. Both walk the same seeded schedule, so values and
         partitions are the schedule's; only the interleaving of sends and polls
         depends on timing. A poll never holds up the sends, nor a send a poll."""
         from workloads.pipelined import PipelinedProducer
         cfg = self.cfg
-        polls = self._start(self._pipelined_polls, f"worker-{worker}-polls", worker)
+        polls = self._start(self._worker, f"worker-{worker}-polls", worker, SEND)
         producer = PipelinedProducer(self._client_context(worker), cfg.workload.in_flight, self.recorder.append,
                                      lambda: next(self._processes), lambda: f"p{next(self._producer_names)}",
                                      record_many=self.recorder.append_many)
@@ -390,39 +397,6 @@ class Runner:
         finally:
             producer.close(flush_s=cfg.workload.op_timeout, abandon=self._abandon.is_set)
             polls.join()
-
-    def _pipelined_polls(self, worker: int) -> None:
-        """The non-send ops of worker ``worker``'s schedule, paced by their
-        delays (sends' delays count too, so ops keep the schedule's times)."""
-        process, client = worker, None
-        ops = schedule.worker_ops(self.cfg, worker)
-        setup_op = next(ops)  # assign/subscribe: replayed for every new process
-        pending: list = []
-        next_at = time.monotonic()
-        try:
-            while not self.stop.is_set():
-                if client is None:
-                    client = self._open_client(worker, process)
-                    if client is None:
-                        self.stop.wait(1.0)
-                        continue
-                    pending.insert(0, setup_op)
-                planned = pending.pop(0) if pending else next(ops)
-                next_at += planned.delay_s
-                if planned.f == SEND:
-                    continue
-                wait = next_at - time.monotonic()
-                if wait > 0 and self.stop.wait(wait):
-                    break
-                next_at = max(next_at, time.monotonic() - 1.0)  # no catch-up bursts after a slow op
-                completion = self._invoke_recorded(worker, process, client, planned)
-                if completion["type"] == INFO:
-                    self._close_quietly(client)
-                    client = None
-                    process = next(self._processes)
-        finally:
-            if client is not None:
-                self._close_quietly(client)
 
     def _open_client(self, worker: int, process: int):
         """A queue client for ``process`` (a transactions client with
