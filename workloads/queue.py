@@ -135,6 +135,25 @@ def send_completion(op: Op, msgs: list, results: list, never_queued: list, node:
     return out
 
 
+def abandon_producer(producer: Producer) -> None:
+    """Drop a producer without flushing (a crash, or a close): queued and
+    in-flight messages are purged and their reports served at once. Never
+    raises: closing must not fail the runner."""
+    try:
+        producer.purge(in_queue=True, in_flight=True, blocking=False)
+        producer.flush(0)
+    except Exception as exc:
+        log.debug("abandoning producer: %s", exc)
+
+
+def close_consumer(consumer: Consumer) -> None:
+    """Close a consumer; never raises."""
+    try:
+        consumer.close()
+    except Exception as exc:
+        log.debug("closing consumer: %s", exc)
+
+
 class QueueClient:
     """One logical process: a producer (made on the first send) and a consumer
     (made on the first assign/subscribe/poll), reused for every op."""
@@ -168,17 +187,10 @@ class QueueClient:
     def close(self) -> None:
         p, self._producer = self._producer, None
         if p is not None:
-            try:
-                p.purge(in_queue=True, in_flight=True, blocking=False)
-                p.flush(0)
-            except Exception as exc:  # closing must not fail the runner
-                log.debug("closing producer: %s", exc)
+            abandon_producer(p)
         c, self._consumer = self._consumer, None
         if c is not None:
-            try:
-                c.close()
-            except Exception as exc:
-                log.debug("closing consumer: %s", exc)
+            close_consumer(c)
 
     def _on_producer_error(self, err: KafkaError) -> None:
         if err.fatal():

@@ -60,7 +60,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 from checkers.history import POLL, READ_COMMITTED, SEND
 from workloads.classify import error_name
 from workloads.core import FAIL, INFO, OK, ClientContext, Op, completion, consumer_settings, producer_settings
-from workloads.queue import encode_value, errors_text, shape_poll
+from workloads.queue import abandon_producer, close_consumer, encode_value, errors_text, shape_poll
 
 log = logging.getLogger(__name__)
 
@@ -181,24 +181,14 @@ class TxnClient:
         try:
             producer.init_transactions(self.ctx.op_timeout_s)
         except Exception:
-            self._abandon(producer)
+            abandon_producer(producer)   # an open transaction is left to the coordinator
             raise
         self._producer, self._broken = producer, False
-
-    @staticmethod
-    def _abandon(producer: Producer) -> None:
-        """Drop a producer without flushing (a crash): queued and in-flight
-        messages are purged, an open transaction is left to the coordinator."""
-        try:
-            producer.purge(in_queue=True, in_flight=True, blocking=False)
-            producer.flush(0)
-        except Exception as exc:
-            log.debug("abandoning producer: %s", exc)
 
     def _drop_producer(self) -> None:
         p, self._producer = self._producer, None
         if p is not None:
-            self._abandon(p)
+            abandon_producer(p)
 
     def close(self) -> None:
         """No flush, no abort: ops never leave a transaction open on purpose,
@@ -206,10 +196,7 @@ class TxnClient:
         self._drop_producer()
         c, self._consumer = self._consumer, None
         if c is not None:
-            try:
-                c.close()
-            except Exception as exc:
-                log.debug("closing consumer: %s", exc)
+            close_consumer(c)
 
     def _get_consumer(self) -> Consumer:
         if self._consumer is None:
