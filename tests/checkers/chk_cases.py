@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any, Callable
 
 import checkers
+from checkers import reference
+from checkers.common import Settings, assemble
 from checkers.load import write_parquet
 from checkers.model import pair_ops
 from checkers.result import ANOMALY_TYPES
@@ -76,3 +78,38 @@ def case_tests(cases: dict[str, Case], folder: str) -> tuple[Any, Any, Any]:
         assert_engines_agree(reference_result(cases[name], tmp_path), spark_results[name])
 
     return spark_results_fixture, test_case, test_engines_agree_exactly
+
+
+REFERENCE = Settings(engine="reference")
+
+
+def ref_check(ops: list[dict]) -> Any:
+    """The reference engine's result for a history's ops."""
+    return assemble(reference.analyze(list(pair_ops(ops)), REFERENCE), REFERENCE, {})
+
+
+def compare_batch(spark: Any, built: list[tuple[list[dict], str | None, int | None]], path: Path,
+                  seen: dict[str, int] | None = None) -> None:
+    """Generated histories (ops, injected type or None, its partition) in one
+    multi-run Spark pass: Spark finds each injected anomaly on its partition
+    (counted per type in ``seen``), and both engines' results are equal."""
+    write_parquet([(i, pair_ops(ops)) for i, (ops, _, _) in enumerate(built)], path)
+    results = checkers.check_runs(path, {"engine": "spark"}, spark=spark)
+    for i, (ops, typ, partition) in enumerate(built):
+        ref = ref_check(ops).to_json()
+        ref.pop("checker")
+        if i not in results:
+            assert ops == [] and ref["valid"] == "unknown"
+            continue
+        got = results[i].to_json()
+        got.pop("checker")
+        assert got["errors"] == [], f"history {i}: {got['errors']}"
+        if typ is not None:
+            a = got["anomalies"][typ]
+            assert a["count"] >= 1 and any(w["partition"] == partition for w in a["witnesses"]), \
+                f"history {i}: {typ} not detected"
+            if seen is not None:
+                seen[typ] = seen.get(typ, 0) + 1
+        assert {t: a["count"] for t, a in got["anomalies"].items()} == \
+               {t: a["count"] for t, a in ref["anomalies"].items()}, f"history {i}"
+        assert got == ref, f"history {i}"

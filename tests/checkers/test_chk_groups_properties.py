@@ -20,21 +20,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checkers import reference
-from checkers import spark as spark_engine
-from checkers.common import Settings, assemble
-from checkers.load import write_parquet
-from checkers.model import pair_ops
+from chk_cases import compare_batch, ref_check
 from chk_gen_groups import GROUP_TYPES, GParams, gparams, inject, simulate
 
 HYPOTHESIS_EXAMPLES = int(os.environ.get("KCHAOS_HYPOTHESIS_EXAMPLES", "200"))
 BATCH = 50
-REFERENCE = Settings(engine="reference")
 QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture]
-
-
-def ref_check(ops: list[dict]) -> Any:
-    return assemble(reference.analyze(list(pair_ops(ops)), REFERENCE), REFERENCE, {})
 
 
 @settings(max_examples=max(50, HYPOTHESIS_EXAMPLES // 2), deadline=None, suppress_health_check=QUIET)
@@ -73,27 +64,6 @@ def build(case: tuple[GParams, str | None, int]) -> tuple[list[dict], str | None
     return ops, None, None
 
 
-def compare(spark: Any, built: list[tuple[list[dict], str | None, int | None]], path: Path,
-            seen: dict[str, list[int]] | None = None) -> None:
-    """One multi-run Spark pass; both engines' results must be equal, and Spark
-    must find each injected anomaly on its partition."""
-    write_parquet([(i, pair_ops(ops)) for i, (ops, _, _) in enumerate(built)], path)
-    found = spark_engine.analyze_runs(spark, str(path), Settings(engine="spark"))
-    for i, (ops, typ, partition) in enumerate(built):
-        ref = ref_check(ops).to_json()
-        got = assemble(found[i], Settings(engine="spark"), {}).to_json()
-        assert got["errors"] == [], f"run {i}: {got['errors']}"
-        if typ is not None:
-            a = got["anomalies"][typ]
-            assert a["count"] >= 1 and any(w["partition"] == partition for w in a["witnesses"]), f"run {i}: {typ}"
-            if seen is not None:
-                seen.setdefault(typ, 0)
-                seen[typ] += 1
-        assert {t: a["count"] for t, a in got["anomalies"].items()} == \
-               {t: a["count"] for t, a in ref["anomalies"].items()}, f"run {i}"
-        assert got == ref, f"run {i}"
-
-
 CASE = st.tuples(gparams(), st.sampled_from((None,) + GROUP_TYPES), st.integers(0, 2**16))
 
 
@@ -102,7 +72,7 @@ CASE = st.tuples(gparams(), st.sampled_from((None,) + GROUP_TYPES), st.integers(
           suppress_health_check=QUIET)
 @given(cases=st.lists(CASE, min_size=BATCH, max_size=BATCH))
 def test_spark_agrees_with_reference_on_groups(cases: list, spark: Any, tmp_path_factory: Any) -> None:
-    compare(spark, [build(c) for c in cases], Path(tmp_path_factory.mktemp("gbatch")) / "batch.parquet")
+    compare_batch(spark, [build(c) for c in cases], Path(tmp_path_factory.mktemp("gbatch")) / "batch.parquet")
 
 
 LONG_HISTORIES = int(os.environ.get("KCHAOS_LONG_HISTORIES", "2000"))
@@ -122,7 +92,7 @@ def test_long_groups_agree_and_detect_every_kind(spark: Any, tmp_path: Path) -> 
                           p_info_commit=rng.choice([0.0, 0.2])),
                   None if (done + j) % 4 == 0 else GROUP_TYPES[(done + j) % 3], rng.randrange(2**16))
                  for j in range(n)]
-        compare(spark, [build(c) for c in cases], tmp_path / f"batch{done}.parquet", seen)
+        compare_batch(spark, [build(c) for c in cases], tmp_path / f"batch{done}.parquet", seen)
         done += n
     print(f"\nlong group run: {done} histories; injected and detected per type: {seen}")
     assert set(seen) == set(GROUP_TYPES)
