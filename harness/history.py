@@ -16,10 +16,12 @@ instead (``checkers.load.parquet_is_current``).
 """
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import threading
 import time
+from json.encoder import encode_basestring_ascii
 from pathlib import Path
 
 import pyarrow as pa
@@ -57,6 +59,76 @@ def _line_encoder():
 
 
 _encode = _line_encoder()
+_string = encode_basestring_ascii     # a JSON string, as _encode writes it
+
+# The keys, in order, of the ops ``_send_line`` writes itself: a one-message
+# send (a pipelined producer's, workloads/pipelined.py: nearly every line of a
+# fast run) with any of its optional fields, in the order it builds them.
+_OPTIONAL = ("producer", "error", "node")
+_SEND_KEYS = frozenset(("process", "type", "f", "value") + tuple(k for k, on in zip(_OPTIONAL, bits) if on)
+                       for bits in itertools.product((False, True), repeat=len(_OPTIONAL)))
+_SEND_PARTS: dict[tuple, tuple[str, str, str]] = {}    # (type, f, producer, node) -> the line's fixed parts
+_ABSENT = object()      # in a _SEND_PARTS key: no such field (a field that is None is not a string)
+
+
+def _send_parts(keys: tuple, typ: object, f: object, producer: object, node: object) -> tuple[str, str, str] | None:
+    """The fixed text of a send line: after the process, after the value's
+    message, and after the error (or None: a field is not a string)."""
+    if not all(type(s) is str for s in (typ, f) + tuple(s for k, s in (("producer", producer), ("node", node))
+                                                        if k in keys)):
+        return None
+    return (f',"type":{_string(typ)},"f":{_string(f)},"value":[[',
+            "]]" + (f',"producer":{_string(producer)}' if "producer" in keys else ""),
+            (f',"node":{_string(node)}' if "node" in keys else "") + "}")
+
+
+def _send_line(index: int, t: int, op: Op) -> str | None:
+    """``_encode({"index": index, "time": t, **op})`` for a one-message send op
+    (keys as in ``_SEND_KEYS``, an int process, a ``[[int, int, int|null]]``
+    value, string fields) in about half the time; None for any other op.
+    tests/harness/test_history_lines.py holds it to the encoder."""
+    rest = _send_rest(op)
+    return None if rest is None else f'{{"index":{index},"time":{t},{rest}'
+
+
+def _send_rest(op: Op) -> str | None:
+    """``_send_line`` after its index and time (``"process":...}``): all of it
+    that does not depend on them, made before the writer takes its lock."""
+    keys = tuple(op)
+    if keys not in _SEND_KEYS:
+        return None
+    key = (op["type"], op["f"], op.get("producer", _ABSENT), op.get("node", _ABSENT))
+    try:
+        parts = _SEND_PARTS.get(key)
+    except TypeError:                   # unhashable: not strings
+        return None
+    if parts is None:
+        parts = _send_parts(keys, *key)
+        if parts is None:
+            return None
+        if len(_SEND_PARTS) >= 4096:     # bounded: producer names are many in a long run
+            _SEND_PARTS.clear()
+        _SEND_PARTS[key] = parts
+    process, value = op["process"], op["value"]
+    if type(value) is not list or len(value) != 1 or type(process) is not int:
+        return None
+    m = value[0]
+    if type(m) is not list or len(m) != 3:
+        return None
+    partition, v, offset = m
+    if type(partition) is not int or type(v) is not int:    # (not bool, nor an int subclass)
+        return None
+    if offset is None:
+        offset = "null"
+    elif type(offset) is not int:
+        return None
+    after_process, after_value, end = parts
+    if "error" in op:
+        error = op["error"]
+        if type(error) is not str:
+            return None
+        return f'"process":{process}{after_process}{partition},{v},{offset}{after_value},"error":{_string(error)}{end}'
+    return f'"process":{process}{after_process}{partition},{v},{offset}{after_value}{end}'
 
 
 class ColumnarCopy:
@@ -186,34 +258,37 @@ class HistoryWriter:
         return time.monotonic_ns() - self.start_ns
 
     def append(self, op: Op) -> Op:
-        with self._lock:
-            op = {"index": self._next, "time": time.monotonic_ns() - self.start_ns, **op}
-            op["index"] = self._next
-            self._next += 1
-            data = (_encode(op) + "\n").encode()
-            written = self._file.write(data)
-            if written != len(data):        # a short write (disk full, a signal): finish it
-                self._write_rest(data, written or 0)
-        return op
+        """Write ``op`` with its index and time; returns it with them (the
+        dict given, or a copy)."""
+        return self.append_many([op])[0]
 
     def append_many(self, ops: list[Op]) -> list[Op]:
         """``append`` for several ops, in order, with one ``write``: the lines
         are in the kernel together when it returns."""
         out = []
+        rests = [_send_rest(op) for op in ops]      # outside the lock: the other threads' appends go on
         with self._lock:
             lines = []
-            for op in ops:
-                op = {"index": self._next, "time": time.monotonic_ns() - self.start_ns, **op}
-                op["index"] = self._next
-                self._next += 1
-                lines.append(_encode(op))
+            i, start = self._next, self.start_ns
+            for op, rest in zip(ops, rests):
+                t = time.monotonic_ns() - start
+                if rest is None:
+                    op = {"index": i, "time": t, **op}
+                    op["index"] = i
+                    line = _encode(op)
+                else:                   # the line is made: stamp the op itself, no copy
+                    line = f'{{"index":{i},"time":{t},{rest}'
+                    op["index"], op["time"] = i, t
+                i += 1
+                lines.append(line)
                 out.append(op)
             if not lines:
                 return out
+            self._next = i
             lines.append("")
             data = "\n".join(lines).encode()
             written = self._file.write(data)
-            if written != len(data):
+            if written != len(data):        # a short write (disk full, a signal): finish it
                 self._write_rest(data, written or 0)
         return out
 

@@ -61,21 +61,27 @@ class Recorder:
         """``append`` for several ops with one write (a pipelined producer's
         invokes, or the completions one poll served: workloads/pipelined.py)."""
         ops = self.writer.append_many(ops)
+        outstanding = self.outstanding
         with self._lock:
             for op in ops:
-                self._note(op)
+                if op["type"] == INVOKE:     # _note's first case, inlined: half of a pipelined run's ops
+                    outstanding[op["process"]] = op
+                else:
+                    self._note(op)
         return ops
 
     def _note(self, op: dict) -> None:
         """Counts, outstanding invocations, acknowledged offsets (under the lock)."""
-        if op["type"] == INVOKE:
+        typ = op["type"]
+        if typ == INVOKE:
             self.outstanding[op["process"]] = op
         else:
+            f = op["f"]
             self.outstanding.pop(op["process"], None)
-            self.counts[(op["f"], op["type"])] += 1
-            if op["f"] == SEND and isinstance(op.get("value"), list):
+            self.counts[(f, typ)] += 1
+            if f == SEND and isinstance(op.get("value"), list):
                 self._note_acked(op["value"])
-            elif op["f"] == TXN and op["type"] == OK and isinstance(op.get("value"), list):
+            elif f == TXN and typ == OK and isinstance(op.get("value"), list):
                 # A committed txn's sends: ["send", p, v, offset] micro-ops.
                 self._note_acked([m[1:] for m in op["value"] if isinstance(m, list) and m[:1] == [SEND]])
 

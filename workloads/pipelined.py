@@ -35,7 +35,6 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from functools import partial
 from itertools import islice
 from typing import Any, Callable, Iterator
 
@@ -50,12 +49,22 @@ log = logging.getLogger(__name__)
 
 
 class _Slot:
-    """One message in flight, on its process."""
-    __slots__ = ("process", "partition", "value", "deadline", "done")
+    """One message in flight, on its process, handed to producer instance
+    ``name``; also its delivery callback (no closure made per message)."""
+    __slots__ = ("owner", "name", "process", "partition", "value", "deadline", "done")
 
-    def __init__(self, process: int, partition: int, value: int, deadline: float):
-        self.process, self.partition, self.value, self.deadline = process, partition, value, deadline
-        self.done = False
+    def __init__(self, owner: "PipelinedProducer", name: str, process: int, partition: int, value: int,
+                 deadline: float):
+        self.owner, self.name, self.process = owner, name, process
+        self.partition, self.value, self.deadline, self.done = partition, value, deadline, False
+
+    def __call__(self, err: KafkaError | None, msg: Any) -> None:
+        if self.done:                       # already completed info (expired): too late to tell
+            return
+        if err is None:
+            self.owner._complete(self, OK, msg.offset(), None)
+        else:
+            self.owner._failed(self, err)
 
 
 class PipelinedProducer:
@@ -83,8 +92,8 @@ class PipelinedProducer:
         # times messages out itself at message.timeout.ms (below op_timeout).
         self.expire_s = expire_s if expire_s is not None else ctx.op_timeout_s + 5.0
         self._free: list[int] = [new_process() for _ in range(in_flight)]
-        self._busy: dict[int, _Slot] = {}
-        # In invoke order, so in deadline order: expiry looks at the oldest only.
+        # Every slot not completed yet, in invoke order, so in deadline order
+        # (expiry looks at the oldest only); completed ones leave from the left.
         self._by_deadline: deque[_Slot] = deque()
         self._conf = producer_settings(ctx)
         self._conf["error_cb"] = self._on_error
@@ -115,7 +124,7 @@ class PipelinedProducer:
 
     @property
     def outstanding(self) -> int:
-        return len(self._busy)
+        return self.in_flight - len(self._free)
 
     # -- ops ----------------------------------------------------------------------
     def pump(self, messages: Iterator[tuple[int, int]], stop: Callable[[], bool]) -> None:
@@ -152,39 +161,46 @@ class PipelinedProducer:
         producer = self._get()
         name = self.name
         deadline = time.monotonic() + self.expire_s
+        free, pending = self._free, self._by_deadline
         slots, invokes = [], []
         for partition, value in messages:
-            process = self._free.pop()
-            slot = _Slot(process, partition, value, deadline)
-            self._busy[process] = slot
-            self._by_deadline.append(slot)
+            process = free.pop()
+            slot = _Slot(self, name, process, partition, value, deadline)
+            pending.append(slot)
             slots.append(slot)
             invokes.append({"process": process, "type": INVOKE, "f": SEND, "value": [[partition, value, None]],
                             "producer": name})
         self._record_many(invokes)
+        topic, width, keys = self.ctx.topic, self.ctx.message_bytes, self._keys
         for slot in slots:
-            self._produce(producer, slot, name)
+            partition = slot.partition
+            key = keys.get(partition) or str(partition).encode()
+            try:        # the value's bytes are workloads.queue.encode_value's, inlined
+                producer.produce(topic, str(slot.value).ljust(width).encode(), key, partition, on_delivery=slot)
+            except (BufferError, KafkaException) as exc:
+                self._produce_again(producer, slot, key, exc)
         return [slot.process for slot in slots]
 
-    def _produce(self, producer: Producer, slot: _Slot, name: str) -> None:
-        partition, value = slot.partition, slot.value
-        key = self._keys.get(partition) or str(partition).encode()
-        give_up = None
+    def _produce_again(self, producer: Producer, slot: _Slot, key: bytes, exc: Exception) -> None:
+        """``produce`` raised ``exc``: while the local queue is full, serve
+        reports and try again (up to the op timeout); a refusal by
+        ``produce`` fails the message (never queued)."""
+        give_up = time.monotonic() + self.ctx.op_timeout_s
         while True:
-            try:
-                producer.produce(self.ctx.topic, encode_value(value, self.ctx.message_bytes), key, partition,
-                                 on_delivery=partial(self._delivered, slot, name))
-                return
-            except BufferError as exc:     # the local queue is full: serve reports, then retry
-                give_up = give_up or time.monotonic() + self.ctx.op_timeout_s
-                if time.monotonic() >= give_up:
-                    self._complete(slot, name, FAIL, None, f"{type(exc).__name__}: {exc} (never queued)")
-                    return
-                self._serve_reports(producer.poll, 0.01)
-            except KafkaException as exc:  # refused by produce(): never queued
+            if isinstance(exc, KafkaException):
                 err = exc.args[0]
-                self._complete(slot, name, FAIL, None, f"{error_name(err)}: {err.str()} (refused by produce())")
+                self._complete(slot, FAIL, None, f"{error_name(err)}: {err.str()} (refused by produce())")
                 return
+            if time.monotonic() >= give_up:
+                self._complete(slot, FAIL, None, f"{type(exc).__name__}: {exc} (never queued)")
+                return
+            self._serve_reports(producer.poll, 0.01)
+            try:
+                producer.produce(self.ctx.topic, encode_value(slot.value, self.ctx.message_bytes), key,
+                                 slot.partition, on_delivery=slot)
+                return
+            except (BufferError, KafkaException) as again:
+                exc = again
 
     def _serve_reports(self, call: Callable[[float], Any], timeout_s: float) -> None:
         """``call(timeout_s)`` (the producer's poll or flush) runs delivery
@@ -211,15 +227,15 @@ class PipelinedProducer:
             now = time.monotonic()
             while q and (q[0].done or q[0].deadline <= now):
                 slot = q.popleft()
-                self._complete(slot, self.name, INFO, None, "no delivery report by the op deadline")
+                self._complete(slot, INFO, None, "no delivery report by the op deadline")
 
     def close(self, flush_s: float = 0.0, abandon: Callable[[], bool] = lambda: False) -> None:
         """Wait up to ``flush_s`` (until ``abandon()``) for outstanding reports,
         then purge the rest (their purge reports complete them info) and
         complete anything still without a report as info."""
-        if self._producer is not None and self._busy and flush_s > 0:
+        if self._producer is not None and self.outstanding and flush_s > 0:
             end = time.monotonic() + flush_s
-            while self._busy and time.monotonic() < end and not abandon():
+            while self.outstanding and time.monotonic() < end and not abandon():
                 self._serve_reports(self._producer.poll, min(0.05, max(0.0, end - time.monotonic())))
         self._close_instance("no delivery report when the producer was closed")
 
@@ -232,28 +248,23 @@ class PipelinedProducer:
             except Exception as exc:      # closing must not fail the runner
                 log.debug("closing producer %s: %s", name, exc)
         self._producer = None
-        for slot in list(self._busy.values()):
-            self._complete(slot, name, INFO, None, why)
+        for slot in self._by_deadline:
+            self._complete(slot, INFO, None, why)
         self._by_deadline.clear()
 
     # -- completions --------------------------------------------------------------
-    def _delivered(self, slot: _Slot, name: str, err: KafkaError | None, msg: Any) -> None:
-        if slot.done:                       # already completed info (expired): too late to tell
-            return
-        if err is None:
-            self._complete(slot, name, OK, msg.offset(), None)
-            return
+    def _failed(self, slot: _Slot, err: KafkaError) -> None:
+        """A delivery report with an error (``_Slot.__call__``)."""
         if err.fatal():
             self._fatal = err
-        self._complete(slot, name, classify_delivery_error(err), None, f"{error_name(err)}: {err.str()}")
+        self._complete(slot, classify_delivery_error(err), None, f"{error_name(err)}: {err.str()}")
 
-    def _complete(self, slot: _Slot, name: str, typ: str, offset: int | None, error: str | None) -> None:
+    def _complete(self, slot: _Slot, typ: str, offset: int | None, error: str | None) -> None:
         if slot.done:
             return
         slot.done = True
-        self._busy.pop(slot.process, None)
         op: Op = {"process": slot.process, "type": typ, "f": SEND,
-                  "value": [[slot.partition, slot.value, offset]], "producer": name}
+                  "value": [[slot.partition, slot.value, offset]], "producer": slot.name}
         if error is not None:
             op["error"] = error
         if self.ctx.node is not None:

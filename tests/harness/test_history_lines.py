@@ -1,0 +1,80 @@
+"""The writer's fast line for one-message sends (harness.history._send_line)
+is the encoder's line, byte for byte, or it declines (None) and the encoder
+writes the op."""
+from __future__ import annotations
+
+import json
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from harness.history import HistoryWriter, _encode, _send_line
+
+ints = st.integers(min_value=-(2 ** 70), max_value=2 ** 70)
+texts = st.text(max_size=12)        # any code point: escapes, non-ASCII, surrogates
+
+
+@st.composite
+def send_ops(draw) -> dict:
+    """A one-message send op as a pipelined producer builds it (fields in its order)."""
+    op = {"process": draw(ints), "type": draw(st.sampled_from(["invoke", "ok", "fail", "info"]) | texts),
+          "f": draw(st.just("send") | texts),
+          "value": [[draw(ints), draw(ints), draw(st.none() | ints)]]}
+    for key in ("producer", "error", "node"):
+        if draw(st.booleans()):
+            op[key] = draw(texts)
+    return op
+
+
+@given(send_ops(), ints, ints)
+def test_fast_line_equals_the_encoder(op, index, t):
+    line = _send_line(index, t, op)
+    assert line is not None
+    assert line == _encode({"index": index, "time": t, **op})
+
+
+NOT_INT = st.sampled_from([True, False, 1.5, "7", [1], None])
+NOT_STR = st.sampled_from([True, 7, None, ["p0"]])
+
+
+@given(send_ops(), st.sampled_from(["process", "partition", "value", "offset", "type", "f", "producer", "error",
+                                    "node"]), NOT_INT, NOT_STR)
+def test_other_field_types_go_to_the_encoder(op, field, not_int, not_str):
+    """A bool, float, string, list or null where the fast line wants an int,
+    or anything but a string where it wants one: it declines."""
+    if field == "offset" and not_int is None:
+        not_int = 2.0                                # null is a valid offset
+    if field in ("partition", "value", "offset"):
+        op["value"][0][("partition", "value", "offset").index(field)] = not_int
+    elif field == "process":
+        op["process"] = not_int
+    else:
+        op[field] = not_str
+    assert _send_line(0, 0, op) is None
+
+
+def test_other_shapes_go_to_the_encoder():
+    base = {"process": 1, "type": "ok", "f": "send", "value": [[0, 5, 9]], "producer": "p0"}
+    assert _send_line(0, 0, base) is not None
+    assert _send_line(0, 0, {**base, "value": [[0, 5, 9], [1, 6, 10]]}) is None       # two messages
+    assert _send_line(0, 0, {**base, "value": [[0, 5]]}) is None
+    assert _send_line(0, 0, {**base, "value": [(0, 5, 9)]}) is None
+    assert _send_line(0, 0, {**base, "value": ((0, 5, 9),)}) is None
+    assert _send_line(0, 0, {**base, "outcomes": ["ok"]}) is None                    # another field
+    assert _send_line(0, 0, {"type": "ok", **base}) is None                          # another order
+    assert _send_line(0, 0, {"process": 1, "type": "ok", "f": "send"}) is None
+
+
+def test_writer_lines_are_json_lines_of_the_ops(tmp_path):
+    """Through the writer: fast and encoder lines mixed in one batch."""
+    path = tmp_path / "h.jsonl"
+    ops = [{"process": 3, "type": "invoke", "f": "send", "value": [[1, 7, None]], "producer": "p1"},
+           {"process": 4, "type": "invoke", "f": "poll", "value": None},
+           {"process": 3, "type": "info", "f": "send", "value": [[1, 7, None]], "producer": "p1",
+            "error": 'KafkaError "x"\n', "node": "n2"}]
+    with HistoryWriter(path, columnar=False) as w:
+        out = w.append_many([dict(op) for op in ops])
+    lines = path.read_text().splitlines()[1:]
+    assert [json.loads(line) for line in lines] == out
+    assert [{k: v for k, v in o.items() if k not in ("index", "time")} for o in out] == ops
+    assert lines == [_encode({"index": o["index"], "time": o["time"], **op}) for o, op in zip(out, ops)]
