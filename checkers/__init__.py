@@ -24,6 +24,7 @@ import dataclasses
 import json
 import logging
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -116,7 +117,10 @@ def check_runs(source: str | Path, config: dict[str, Any] | None = None, *,
 
 
 def _check(source: str | Path, config: dict[str, Any] | None, spark: Any,
-           single: bool, records: RunRecords | None = None) -> dict[int, CheckResult]:
+           single: bool, records: RunRecords | None = None,
+           parquet_out: Path | None = None) -> dict[int, CheckResult]:
+    """``parquet_out``: a JSONL source is converted there (and kept), not to a
+    temporary file."""
     settings = Settings.from_config(config)
     t0 = time.monotonic()
     source = Path(source)
@@ -131,6 +135,11 @@ def _check(source: str | Path, config: dict[str, Any] | None, spark: Any,
 
     if settings.engine == "reference":
         from . import reference
+        if parquet_out is not None and not is_parquet(source):
+            t1 = time.monotonic()
+            history_to_parquet(source, parquet_out)
+            stages["convert"] = time.monotonic() - t1
+            source = parquet_out
         findings: dict[int, RunFindings] = {}
         if not is_parquet(source) or single:
             findings[0] = reference.analyze(read_paired_ops(source), settings)
@@ -143,20 +152,33 @@ def _check(source: str | Path, config: dict[str, Any] | None, spark: Any,
         return results or {0: _finish(_empty(settings), settings, records, t0)}
     with contextlib.ExitStack() as stack:
         parquet = source
-        if not is_parquet(source):      # the Spark engine reads Parquet: convert first
-            tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="kchaos-check-"))
-            parquet = Path(tmp) / "history.parquet"
-            t1 = time.monotonic()
-            history_to_parquet(source, parquet)
-            stages["convert"] = time.monotonic() - t1
+        conversion: _Background | None = None
+        converted = True            # False once the conversion has failed
+        if not is_parquet(source):      # the Spark engine reads Parquet: convert while Spark starts
+            if parquet_out is None:
+                tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="kchaos-check-"))
+                parquet_out = Path(tmp) / "history.parquet"
+            parquet = parquet_out
+            conversion = _Background(history_to_parquet, source, parquet)
         try:
             from . import spark as spark_engine
             from .session import analysis_session
             t1 = time.monotonic()
             with analysis_session(settings.spark_master, settings.spark_conf, spark) as sp:
                 stages["start"] = time.monotonic() - t1
+                if conversion is not None:
+                    pending, conversion = conversion, None
+                    try:
+                        stages["convert"] = pending.wait()
+                    except BaseException:
+                        converted = False
+                        raise
                 findings = spark_engine.analyze_runs(sp, str(parquet), settings, stages)
         except Exception as e:  # noqa: BLE001 - never a pass on a crash
+            if not converted:       # the conversion's error, as without Spark: it propagates
+                raise
+            if conversion is not None:  # Spark did not start; a bad history still goes first
+                stages["convert"] = conversion.wait()
             log.exception("spark analysis crashed")
             text = (str(e).strip().splitlines() or [""])[0][:300]
             return {0: crashed(settings, _meta(settings, t0, why, stages), f"spark: {type(e).__name__}: {text}")}
@@ -164,6 +186,31 @@ def _check(source: str | Path, config: dict[str, Any] | None, spark: Any,
         return {0: _finish(findings.get(0) or _empty(settings), settings, records, t0)}
     results = {r: _finish(f, settings, None, t0) for r, f in findings.items()}
     return results or {0: _finish(_empty(settings), settings, None, t0)}
+
+
+class _Background:
+    """``fn(*args)`` in a thread of its own (a daemon: Ctrl-C does not wait
+    for it); ``wait`` returns its seconds or raises what it raised."""
+
+    def __init__(self, fn: Any, *args: Any):
+        self._error: BaseException | None = None
+        self._seconds = 0.0
+
+        def run() -> None:
+            t = time.monotonic()
+            try:
+                fn(*args)
+            except BaseException as e:  # noqa: BLE001 - handed to wait()
+                self._error = e
+            self._seconds = time.monotonic() - t
+        self._thread = threading.Thread(target=run, name="kchaos-convert", daemon=True)
+        self._thread.start()
+
+    def wait(self) -> float:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._seconds
 
 
 def write_results(result: CheckResult, path: str | Path) -> None:
@@ -177,7 +224,7 @@ def write_results(result: CheckResult, path: str | Path) -> None:
 
 def analyze_run(run_dir: str | Path, config: dict[str, Any] | None = None, *, spark: Any = None) -> CheckResult:
     """history.parquet (the run's own when current, else converted from
-    history.jsonl) -> results.json in ``run_dir``. results.json's "checker"
+    history.jsonl, on Spark while the session starts) -> results.json in ``run_dir``. results.json's "checker"
     says which engine ran and why, and whether the Parquet was converted.
 
     Config: the "checker" section of run_dir/config.json, overridden by
@@ -199,17 +246,15 @@ def analyze_run(run_dir: str | Path, config: dict[str, Any] | None = None, *, sp
     t0 = time.monotonic()
     jsonl, parquet = run_dir / "history.jsonl", run_dir / "history.parquet"
     converted = not parquet_is_current(jsonl, parquet)
+    records = load_records(run_dir, history_header(jsonl).get("wall_ns_at_zero"))
     try:
-        if converted:
-            history_to_parquet(jsonl, parquet)
+        # converting (when needed) while a Spark session starts: see _check
+        result = _check(jsonl if converted else parquet, cfg, spark, single=True, records=records,
+                        parquet_out=parquet if converted else None)[0]
     except HistoryFormatError as e:
         write_results(crashed(settings, _meta(settings, t0), f"history: {e}"), run_dir / "results.json")
         raise
-    t_convert = time.monotonic() - t0
-    records = load_records(run_dir, history_header(jsonl).get("wall_ns_at_zero"))
-    result = check(parquet, cfg, spark=spark, records=records)
     result.checker["parquet"] = "converted" if converted else "reused"
-    result.checker.setdefault("stages", {})["convert"] = round(t_convert, 3)
     result.checker["seconds"] = round(time.monotonic() - t0, 3)
     write_results(result, run_dir / "results.json")
     return result

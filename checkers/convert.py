@@ -23,6 +23,8 @@ from __future__ import annotations
 import json
 import logging
 import re
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -50,7 +52,9 @@ _PROC = r'"process":\s*(?:(?P<i>-?\d+)\s*[,}]|"(?P<s>[^"\\]*)")'
 _VALUE = r'"value":\s*(?P<v>null|\{[^{}]*\}|\[[^"{}]*\])'
 _INCOMPLETE = "incomplete: no completion in the history"
 _BLOCK = 1 << 24
-BLOCK_BYTES = 1 << 28   # bytes of history.jsonl converted at a time (bounded memory for large histories)
+# bytes of history.jsonl converted at a time: bounded memory for large histories,
+# and blocks enough for the next one's parse to overlap this one's pairing
+BLOCK_BYTES = 1 << 25
 
 
 def _read_json(buf: pa.Buffer | bytes, schema: pa.Schema, unexpected: str) -> pa.Table:
@@ -286,14 +290,14 @@ def _table(cols: dict[str, Any], n: int) -> pa.Table:
         if c is None:
             c = pa.nulls(n, f.type)
         elif isinstance(c, str):
-            c = pa.array(np.full(n, c, object), f.type)
+            c = pa.repeat(pa.scalar(c, f.type), n)
         elif not isinstance(c, (pa.Array, pa.ChunkedArray)):
             c = pa.array(c, f.type)
         arrays.append(c.cast(f.type) if c.type != f.type else c)
     return pa.Table.from_arrays(arrays, schema=PARQUET_SCHEMA)
 
 
-def history_table(path: Path, block_bytes: int = BLOCK_BYTES) -> pa.Table:
+def history_table(path: Path, block_bytes: int | None = None) -> pa.Table:
     """The paired ops of a JSONL history (``PARQUET_SCHEMA``, in ``pair_ops``
     order). Raises Unsupported when the columnar path cannot read it, and
     HistoryFormatError for an op the per-op definition refuses."""
@@ -301,35 +305,111 @@ def history_table(path: Path, block_bytes: int = BLOCK_BYTES) -> pa.Table:
     return pa.concat_tables(tables) if tables else PARQUET_SCHEMA.empty_table()
 
 
-def history_tables(path: Path, block_bytes: int = BLOCK_BYTES) -> Iterator[pa.Table]:
+def history_tables(path: Path, block_bytes: int | None = None) -> Iterator[pa.Table]:
     """``history_table`` in pieces, one per block of about ``block_bytes`` of
     the file, so a history larger than memory converts in bounded memory.
     Concatenated they are ``history_table``: an invoke whose completion is not
     in its block is carried into the next block (a process has at most one
-    op outstanding, so the carry is at most one line per process)."""
-    carry = b""
-    for body, final in _blocks(Path(path), block_bytes):
-        table, carry = pair_block(carry + body, final)
-        if table.num_rows:
-            yield table
+    op outstanding, so the carry is at most one line per process).
+
+    The next block is read and parsed (the JSON reader, the regex extraction:
+    most of the work, and outside the GIL) in a thread of its own while this
+    one pairs the current block: the carry joins it already parsed."""
+    blocks = _blocks(Path(path), block_bytes or BLOCK_BYTES)
+    with ThreadPoolExecutor(1, thread_name_prefix="kchaos-parse") as pool:
+        def parse_next() -> Future | None:
+            nxt = next(blocks, None)
+            return None if nxt is None else pool.submit(lambda b: (_parse(b[0]), b[1]), nxt)
+        ahead = parse_next()
+        carry: _Parsed | None = None
+        while ahead is not None:
+            parsed, final = ahead.result()
+            ahead = parse_next()
+            table, carry = _pair(parsed if carry is None else carry.concat(parsed), final)
+            if table.num_rows:
+                yield table
 
 
 def pair_block(body: bytes, final: bool) -> tuple[pa.Table, bytes]:
     """The paired ops of a block of lines, and (unless ``final``) the lines of
     the invokes still outstanding at its end, to prepend to the next block."""
+    table, carry = _pair(_parse(body), final)
+    return table, "".join(carry.lines.to_pylist()).encode() if carry is not None else b""
+
+
+@dataclass
+class _Parsed:
+    """A block's lines, their scalar fields, process and value texts: what
+    pairing needs, all one entry per line (so carried lines join the next block)."""
+    lines: pa.LargeStringArray
+    t: pa.Table                 # _SCALARS
+    pint: pa.Array              # the process, when an int (as text)
+    pstr: pa.Array              # the process, when a string
+    vtext: pa.Array             # the value's text, whitespace removed; null when not extracted
+    has_v: np.ndarray           # a value text was extracted (exactly one "value" key)
+
+    def __len__(self) -> int:
+        return len(self.lines)
+
+    def take(self, idx: np.ndarray) -> "_Parsed":
+        i = pa.array(idx, pa.int64())
+        return _Parsed(self.lines.take(i), self.t.take(i), self.pint.take(i), self.pstr.take(i),
+                       self.vtext.take(i), self.has_v[idx])
+
+    def concat(self, other: "_Parsed") -> "_Parsed":
+        if not len(self):
+            return other
+        return _Parsed(pa.concat_arrays([self.lines, other.lines]),
+                       pa.concat_tables([self.t, other.t]).combine_chunks(),
+                       pa.concat_arrays([self.pint, other.pint]), pa.concat_arrays([self.pstr, other.pstr]),
+                       pa.concat_arrays([self.vtext, other.vtext]), np.concatenate([self.has_v, other.has_v]))
+
+
+def _parse(body: bytes) -> _Parsed:
+    """The per-line reading of a block: no pairing, so it runs ahead of it."""
     lines = _lines(body)
     blank = np.diff(np.frombuffer(lines.buffers()[1], np.int64)[:len(lines) + 1]) <= 1   # "\n" alone
     if blank.any():
         lines = lines.filter(pa.array(~blank))
     n = len(lines)
-    t = _read_json(pa.py_buffer(body), _SCALARS, "ignore") if n else _SCALARS.empty_table()
+    t = _read_json(pa.py_buffer(body), _SCALARS, "ignore").combine_chunks() if n else _SCALARS.empty_table()
     if t.num_rows != n:
         raise Unsupported("line count")
     if not n:
-        return PARQUET_SCHEMA.empty_table(), b""
+        empty = pa.array([], pa.string())
+        return _Parsed(lines, t, empty, empty, empty, np.zeros(0, bool))
     for name in ("index", "time", "type", "f"):
         if t[name].null_count:
             raise Unsupported(f"missing {name}")
+    if body.count(b'"process"') != n:
+        raise Unsupported("a line with no or a nested process key")
+    procs = pc.extract_regex(lines, _PROC)
+    # value texts, whitespace removed (they hold only numbers, brackets and digit keys)
+    vtext = pc.struct_field(pc.extract_regex(lines, _VALUE), "v")
+    if any(pc.any(pc.match_substring(vtext, c)).as_py() for c in (" ", "\t", "\r")):
+        vtext = pc.replace_substring_regex(vtext, r"\s+", "")
+    has_v = _np(pc.is_valid(vtext))
+    # a line with "value" also nested elsewhere goes op by op: the matched lines
+    # hold exactly one each when the file's count minus the others' says so
+    others = int(pc.sum(pc.count_substring(lines.filter(pa.array(~has_v)), '"value"')).as_py() or 0)
+    if body.count(b'"value"') - others != int(has_v.sum()):
+        has_v &= _np(pc.count_substring(lines, '"value"')) == 1
+    return _Parsed(lines, t, pc.struct_field(procs, "i"), pc.struct_field(procs, "s"), vtext, has_v)
+
+
+def _codes(col: pa.Array) -> np.ndarray:
+    """Equal strings, equal ints (null: -1): string comparison without Python objects."""
+    return _np(pc.dictionary_encode(col).indices, -1)
+
+
+def _pair(parsed: _Parsed, final: bool) -> tuple[pa.Table, _Parsed | None]:
+    """The paired ops of parsed lines, and (unless ``final``) the lines of the
+    invokes still outstanding at their end."""
+    n = len(parsed)
+    if not n:
+        return PARQUET_SCHEMA.empty_table(), None
+    lines, t, pint, pstr, vtext = parsed.lines, parsed.t, parsed.pint, parsed.pstr, parsed.vtext
+    has_v = parsed.has_v
     ty = t["type"].combine_chunks()
     is_inv = _np(pc.equal(ty, INVOKE))
     is_comp = _np(pc.is_in(ty, pa.array(list(COMPLETIONS))))
@@ -339,10 +419,6 @@ def pair_block(body: bytes, final: bool) -> tuple[pa.Table, bytes]:
     fcode = _np(pc.index_in(fcol, pa.array([SEND, POLL])), -1)
     index, time = _np(t["index"]), _np(t["time"])
 
-    if body.count(b'"process"') != n:
-        raise Unsupported("a line with no or a nested process key")
-    procs = pc.extract_regex(lines, _PROC)
-    pint, pstr = pc.struct_field(procs, "i"), pc.struct_field(procs, "s")
     client = _np(pc.is_valid(pint)) & _np(pc.not_equal(pint, ""), False)
     named = _np(pc.is_valid(pstr)) & _np(pc.not_equal(pstr, ""), False) & ~client
     if not (client | named).all():
@@ -372,9 +448,9 @@ def pair_block(body: bytes, final: bool) -> tuple[pa.Table, bytes]:
     nx = nxt[invs]
     sup = invs[(nx >= 0) & is_inv[np.maximum(nx, 0)]]
     left = invs[nx < 0]
-    carry = b""
+    carry = None
     if not final:       # outstanding at the block's end: paired (or left) in a later block
-        carry = b"".join(lines[int(i)].as_py().encode() for i in np.sort(left))
+        carry = parsed.take(np.sort(left))
         left = left[:0]
     left = left[np.lexsort((left, index[left]))]
     if len(sup):
@@ -384,21 +460,11 @@ def pair_block(body: bytes, final: bool) -> tuple[pa.Table, bytes]:
     emit = np.concatenate([comps, nxt[sup], n + np.arange(len(left))])
     first = np.where(p_inv >= 0, p_inv, p_comp)
     both = (p_inv >= 0) & (p_comp >= 0)
-    mismatch = both & (_np(pc.take(fcol, pa.array(np.maximum(p_inv, 0)))) !=
-                       _np(pc.take(fcol, pa.array(np.maximum(p_comp, 0)))))
+    fint = _codes(fcol)
+    mismatch = both & (fint[np.maximum(p_inv, 0)] != fint[np.maximum(p_comp, 0)])
     if mismatch.any():
         log.warning("%d completions whose f does not match their invoke's", int(mismatch.sum()))
 
-    # value texts, whitespace removed (they hold only numbers, brackets and digit keys)
-    vtext = pc.struct_field(pc.extract_regex(lines, _VALUE), "v")
-    if any(pc.any(pc.match_substring(vtext, c)).as_py() for c in (" ", "\t", "\r")):
-        vtext = pc.replace_substring_regex(vtext, r"\s+", "")
-    has_v = _np(pc.is_valid(vtext))
-    # a line with "value" also nested elsewhere goes op by op: the matched lines
-    # hold exactly one each when the file's count minus the others' says so
-    others = int(pc.sum(pc.count_substring(lines.filter(pa.array(~has_v)), '"value"')).as_py() or 0)
-    if body.count(b'"value"') - others != int(has_v.sum()):
-        has_v &= _np(pc.count_substring(lines, '"value"')) == 1
     v_null = _np(pc.equal(vtext, "null"), False)
     v_list = _np(pc.starts_with(vtext, "["), False)
 
