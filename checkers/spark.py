@@ -1,8 +1,10 @@
 """The Spark engine: history.parquet (one run or many) -> RunFindings per run.
 
-Four jobs: op statistics; the control ops (nemesis, sampler, assign/subscribe,
-drain); the per-partition pass over every message (spark_partition.py, after
-one shuffle by (run, partition)); the ops the witnesses name. Elections are
+Three jobs of row-group tasks (spark_scan.py): op statistics with the control
+ops (nemesis, sampler, assign/subscribe, drain); the per-partition pass over
+every message (spark_partition.py, after one shuffle by (run, partition));
+the ops the witnesses name. Transactions and groups add their own passes
+(spark_txn.py, spark_groups.py) when a history has them. Elections are
 judged after the engine, in Python (``elections.judge``), from the lost
 writes this pass lists. A failing job or check marks the anomaly types it decides
 with the error, for every run; the rest still report.
@@ -13,16 +15,14 @@ import json
 import logging
 import time
 from collections import defaultdict
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow.parquet as pq
 
 from .common import Finding, RunFindings, Settings, Witness, availability, lag_summary, percentile
-from .spark_frames import control, partition_results, read_ops, witness_ops
+from .spark_frames import ops_pass, partition_results, read_ops, witness_ops
 from .spark_partition import ALL_TYPES, CHECKS, Context
-from .spark_stats import op_stats
+from .spark_scan import Source, source
 from . import spark_txn
 from .spark_groups import GroupPass
 
@@ -38,12 +38,6 @@ def _err(name: str, e: BaseException | str) -> str:
     return f"{name}: {type(e).__name__}: {text[0][:300] if text else ''}"
 
 
-def _rows(path: str) -> int:
-    p = Path(path)
-    files = sorted(p.rglob("*.parquet")) if p.is_dir() else [p]
-    return sum(pq.read_metadata(f).num_rows for f in files)
-
-
 def analyze_runs(spark: Any, parquet_path: str, settings: Settings,
                  timings: dict[str, float] | None = None) -> dict[int, RunFindings]:
     """Check every run in the file; a run id with no ops is absent from the result.
@@ -51,10 +45,11 @@ def analyze_runs(spark: Any, parquet_path: str, settings: Settings,
     ops and the per-partition pass; "witnesses": the ops witnesses name)."""
     key = "spark.sql.shuffle.partitions"
     saved = spark.conf.get(key)
-    if _rows(parquet_path) < SMALL:
+    src = source(parquet_path)
+    if src.rows < SMALL:
         spark.conf.set(key, "1")
     try:
-        return _analyze(spark, read_ops(spark, parquet_path), settings, {} if timings is None else timings)
+        return _analyze(spark, src, read_ops(spark, parquet_path), settings, {} if timings is None else timings)
     finally:
         spark.conf.set(key, saved)
 
@@ -77,11 +72,14 @@ class _Runs:
                 self.found[r][t] = Finding(error=msg)
 
 
-def _analyze(spark: Any, ops: Any, settings: Settings, timings: dict[str, float]) -> dict[int, RunFindings]:
+def _analyze(spark: Any, src: Source, ops: Any, settings: Settings,
+             timings: dict[str, float]) -> dict[int, RunFindings]:
+    """``src``: the file's row groups (the hot passes); ``ops``: the same as a
+    DataFrame (the transaction and group passes)."""
     t0 = time.monotonic()
     k = settings.max_witnesses
-    acc = _Runs(op_stats(ops))
-    ctl = control(ops)
+    stats, ctl = ops_pass(spark, src)
+    acc = _Runs(stats)
     ctx = Context(k=k)
     resets: dict[tuple[int, int], list[int]] = defaultdict(list)
     drain_parts: dict[int, set[int]] = defaultdict(set)
@@ -109,7 +107,7 @@ def _analyze(spark: Any, ops: Any, settings: Settings, timings: dict[str, float]
     part_errors: list[tuple[int, str, str]] = []
     ok_parts: dict[int, set[int]] = defaultdict(set)      # partitions with an acknowledged value
     try:
-        rows = partition_results(ops, ctx)
+        rows = partition_results(spark, src, ctx)
     except Exception as e:  # noqa: BLE001
         log.error("partition pass crashed: %s", _err("messages", e))
         acc.fail(_err("messages", e), ALL_TYPES)
@@ -154,7 +152,7 @@ def _analyze(spark: Any, ops: Any, settings: Settings, timings: dict[str, float]
     wanted = {(r, i) for r, fs in acc.found.items() for f in fs.values() for w in f.witnesses for i in w.op_ids}
     op_rows: dict[int, dict[int, dict]] = defaultdict(dict)
     try:
-        for d in witness_ops(ops, wanted):
+        for d in witness_ops(spark, src, wanted):
             op_rows[d["run"]][d["invoke_index"]] = d
     except Exception as e:  # noqa: BLE001
         log.error("witness ops crashed: %s", _err("witness ops", e))

@@ -1,14 +1,22 @@
 """The Spark engine's passes over history.parquet.
 
-* ``op_stats`` (spark_stats.py): one aggregation over the ops.
-* ``control``: the few rows the driver needs whole: nemesis and sampler ops,
-  assign/subscribe ops (chain resets), drain polls (is the drain complete).
-* ``messages`` -> ``applyInArrow``: the messages of every client send and ok
-  poll, one row per (op, partition), grouped by (run, partition): one shuffle,
-  then one vectorised pass per Kafka partition (spark_partition.py). Output is small: counts, the first
-  witnesses, lag samples.
-* ``witness_ops``: the ops the witnesses name, by id (row groups pruned by the
-  id filter: the file is written in history order).
+The hot passes are Spark jobs of row-group tasks read with pyarrow
+(spark_scan.py says why):
+
+* ``ops_pass``: one job over the op columns: the op statistics (counted per
+  row group, summed on the driver: spark_stats.py) and the few rows the
+  driver needs whole: nemesis and sampler ops, assign/subscribe ops (chain
+  resets), drain polls without values (is the drain complete).
+* ``partition_results``: each task cuts its messages by (run, partition)
+  into pieces; one shuffle brings a partition's pieces together, then one
+  vectorised pass per Kafka partition (spark_partition.py). Output is small:
+  counts, the first witnesses, lag samples.
+* ``witness_ops``: the ops the witnesses name, by id, reading only the row
+  groups whose footer id range can hold them.
+
+``read_ops`` is the ops as a Spark DataFrame, for the transaction and group
+passes (spark_txn.py, spark_groups.py), which run only when a history has
+transactions or groups.
 
 A ``run`` column lets one pass check many histories (tests do); a single
 history is run 0.
@@ -16,17 +24,17 @@ history is run 0.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .spark_partition import (DRAIN_READ_OP, FAIL_SEND_OP, INFO_SEND_OP, OK_SEND_OP, OUT_DDL, READ_OP,
-                              TXN_FAIL_OP, TXN_INFO_OP, TXN_OK_OP, TXN_OK_READ_OP, TXN_READ_OP, Context,
-                              analyze_group)
-
+from .spark_partition import OUT_DDL, Context, analyze_group
+from .spark_scan import BLOB_DDL, MESSAGE_COLUMNS, PIECES_DDL, Source, blob, join_pieces, pieces, scan, unblob
+from .spark_stats import fold_stats, partial_counts
 
 
 def _client() -> Any:
@@ -65,78 +73,58 @@ def read_ops(spark: SparkSession, path: str) -> DataFrame:
     return df
 
 
-def control(ops: DataFrame) -> list[dict[str, Any]]:
-    """Non-client ops in full; assign/subscribe and drain polls without values
-    (a drain poll's value is a large JSON of everything it read)."""
-    client = _client()
-    wanted = ~client | F.col("f").isin("assign", "subscribe") | F.coalesce(F.col("drain"), F.lit(False))
-    cols = [F.when(~client, F.col(c)).alias(c) if c in ("value", "sample") else F.col(c) for c in NO_MESSAGES]
-    return [r.asDict(recursive=True) for r in ops.filter(wanted).select(*cols).collect()]
+NEEDED = tuple(dict.fromkeys(["run", *NO_MESSAGES]))
 
 
-def messages(ops: DataFrame) -> DataFrame:
-    """One row per (op, partition) of client sends and ok polls, the offsets and
-    values of that partition's messages as lists: op fields are not repeated per
-    message, which is most of the cost of shipping rows to Python. The writer
-    records where each partition's run of messages starts (``partition_starts``),
-    so an op is cut into its partitions with slices; an op whose messages are
-    not grouped by partition (rare) is split one message a row. ``pos0``: the
-    position in the op of the row's first message."""
-    is_send, is_txn, typ = F.col("f") == "send", F.col("f") == "txn", F.col("type")
-    if "partition_starts" not in ops.columns:
-        ops = ops.withColumn("partition_starts", F.lit(None).cast("array<int>"))
-    src = ops.filter(_client() & (is_send | is_txn | ((F.col("f") == "poll") & (typ == "ok")))
-                     & (F.size("messages") > 0))
-    op_kind = (F.when(is_txn, F.when(typ == "ok", F.lit(TXN_OK_OP)).when(typ == "fail", F.lit(TXN_FAIL_OP))
-                      .otherwise(F.lit(TXN_INFO_OP)))
-               .when(~is_send & F.coalesce(F.col("drain"), F.lit(False)), F.lit(DRAIN_READ_OP))
-               .when(~is_send, F.lit(READ_OP))
-               .when(typ == "ok", F.lit(OK_SEND_OP))
-               .when(typ == "fail", F.lit(FAIL_SEND_OP))
-               .otherwise(F.lit(INFO_SEND_OP)))
-    rc = F.coalesce(F.col("isolation"), F.lit("read_committed")) != "read_uncommitted"   # txn.read_committed
-    cols = ["run", F.col("invoke_index").alias("id"), F.col("process").cast("int").alias("process"), "producer"]
-    times = [rc.alias("rc"), F.col("invoke_time").alias("t_inv"), F.col("time").alias("t_done")]
-    src = src.select(*cols, op_kind.cast("byte").alias("kind"), *times, "messages", "partitions",
-                     "partition_starts")
-    # a txn's reads (of any type: they happened), one message a row as below
-    reads = ops.filter(_client() & is_txn & (F.size("reads") > 0)).select(
-        *cols, F.when(typ == "ok", F.lit(TXN_OK_READ_OP)).otherwise(F.lit(TXN_READ_OP)).cast("byte").alias("kind"),
-        *times, F.col("reads").alias("messages"), F.lit(None).cast("array<int>").alias("partitions"),
-        F.lit(None).cast("array<int>").alias("partition_starts"))
-    src = src.unionByName(reads)
-    grouped = F.col("partition_starts").isNotNull() & (F.size("partition_starts") == F.size("partitions"))
-    one = grouped & (F.size("partitions") == 1)
-
-    def part(p: Any, pos0: Any, offsets: Any, values: Any) -> Any:
-        return F.struct(p.alias("partition"), pos0.alias("pos0"), offsets.alias("offsets"), values.alias("values"))
-
-    ends = F.concat(F.slice("partition_starts", 2, F.size("partition_starts")), F.array(F.size("messages")))
-    offs, vals = F.col("messages.offset"), F.col("messages.value")
-    parts = (F.when(one, F.array(part(F.col("partitions")[0], F.lit(0), offs, vals)))
-             .when(grouped, F.transform(
-                 F.arrays_zip(F.col("partitions").alias("p"), F.col("partition_starts").alias("s"), ends.alias("e")),
-                 lambda z: part(z["p"], z["s"], F.slice(offs, z["s"] + 1, z["e"] - z["s"]),
-                                F.slice(vals, z["s"] + 1, z["e"] - z["s"]))))
-             .otherwise(F.transform("messages", lambda m, i: part(m["partition"], i, F.array(m["offset"]),
-                                                                   F.array(m["value"])))))
-    return (src.select("run", "id", "process", "producer", "kind", "rc", "t_inv", "t_done",
-                       F.explode(parts).alias("g"))
-            .filter(F.size("g.offsets") > 0)
-            .select("run", "g.partition", "id", "process", "producer", "kind", "rc", "t_inv", "t_done", "g.pos0",
-                    "g.offsets", "g.values"))
+def _ops_pieces(tables: Iterator[tuple[int, pa.Table]]) -> Iterator[pa.RecordBatch]:
+    """Per row group: its op counts, and its control rows (spark_frames doc)."""
+    for at, t in tables:
+        client = pc.fill_null(pc.equal(t["role"], "client"), False)
+        wanted = pc.or_(pc.or_(pc.invert(client), pc.is_in(t["f"], pa.array(["assign", "subscribe"]))),
+                        pc.fill_null(t["drain"], False))
+        ctl = t.filter(wanted)
+        keep = pc.invert(pc.fill_null(pc.equal(ctl["role"], "client"), False))
+        for name in ("value", "sample"):     # a drain poll's value is a large JSON of everything it read
+            ctl = ctl.set_column(ctl.schema.get_field_index(name), name,
+                                 pc.if_else(keep, ctl[name], pa.scalar(None, ctl.schema.field(name).type)))
+        yield pa.RecordBatch.from_arrays([pa.array(["counts", "control"]), pa.array([at, at], pa.int32()),
+                                          pa.array([blob(partial_counts(t)), blob(ctl)], pa.binary())],
+                                         names=["what", "at", "blob"])
 
 
-def partition_results(ops: DataFrame, ctx: Context) -> list[Any]:
+def ops_pass(spark: SparkSession, src: Source) -> tuple[dict[int, dict[str, Any]], list[dict[str, Any]]]:
+    """(op statistics per run, control rows in history order)."""
+    counts, control = [], []
+    for r in scan(spark, src, NEEDED, _ops_pieces, BLOB_DDL).collect():
+        (counts if r["what"] == "counts" else control).append((r["at"], unblob(r["blob"])))
+    rows = [row for _, t in counts for row in t.to_pylist()]
+    ctl_rows = [row for _, t in sorted(control, key=lambda at_t: at_t[0]) for row in t.to_pylist()]
+    return fold_stats(rows), ctl_rows
+
+
+def partition_results(spark: SparkSession, src: Source, ctx: Context) -> list[Any]:
     """The per-partition pass; returns its (small) output rows."""
     def fn(key: Any, table: Any) -> Any:
-        return analyze_group(key, table, ctx)
-    return messages(ops).groupBy("run", "partition").applyInArrow(fn, OUT_DDL).collect()
+        return analyze_group(key, join_pieces(table), ctx)
+    return (scan(spark, src, MESSAGE_COLUMNS, pieces, PIECES_DDL)
+            .groupBy("run", "partition").applyInArrow(fn, OUT_DDL).collect())
 
 
-def witness_ops(ops: DataFrame, wanted: set[tuple[int, int]]) -> list[dict[str, Any]]:
+def witness_ops(spark: SparkSession, src: Source, wanted: set[tuple[int, int]]) -> list[dict[str, Any]]:
     if not wanted:
         return []
     ids = sorted({i for _, i in wanted})
-    rows = ops.filter(F.col("invoke_index").isin(ids)).select(*NO_MESSAGES).collect()
-    return [d for d in (r.asDict(recursive=True) for r in rows) if (d["run"], d["invoke_index"]) in wanted]
+    lo, hi = ids[0], ids[-1]
+
+    def fn(tables: Iterator[tuple[int, pa.Table]]) -> Iterator[pa.RecordBatch]:
+        for at, t in tables:
+            hit = t.filter(pc.is_in(t["invoke_index"], pa.array(ids, pa.int64())))
+            if hit.num_rows:
+                yield pa.RecordBatch.from_arrays([pa.array(["ops"]), pa.array([at], pa.int32()),
+                                                  pa.array([blob(hit)], pa.binary())], names=["what", "at", "blob"])
+
+    def holds(g: Any) -> bool:
+        return g.lo is None or (g.lo <= hi and g.hi >= lo)
+    rows = [d for r in scan(spark, src, NEEDED, fn, BLOB_DDL, keep=holds).collect()
+            for d in unblob(r["blob"]).to_pylist()]
+    return [d for d in rows if (d["run"], d["invoke_index"]) in wanted]

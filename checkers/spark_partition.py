@@ -62,8 +62,17 @@ class Context:
     rebalances: dict[tuple[int, int], list[tuple[int, int, frozenset[int]]]] = field(default_factory=dict)
 
 
+def _array(col: pa.ChunkedArray | pa.Array) -> pa.Array:
+    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+
+
 def _np(col: pa.ChunkedArray | pa.Array, fill: int = 0) -> np.ndarray:
-    return pc.fill_null(col, fill).to_numpy() if col.null_count else col.to_numpy()
+    col = _array(col)
+    return (pc.fill_null(col, fill) if col.null_count else col).to_numpy(zero_copy_only=False)
+
+
+def _bools(col: pa.ChunkedArray | pa.Array, fill: bool = False) -> np.ndarray:
+    return np.asarray(_np(col, fill), bool)
 
 
 def _groups(sorted_keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -114,30 +123,26 @@ class PartitionLog:
         self.ctx, self.k = ctx, ctx.k
         self.run, self.p = run, partition
         self.out = Out(self.run, self.p)
-        # flatten the (op, partition) rows into one entry per message
-        n = pc.list_value_length(t["offsets"]).to_numpy(zero_copy_only=False).astype(np.int64)
-        def rep(name: str, fill: int = 0) -> np.ndarray:
-            return np.repeat(_np(t[name], fill), n)
-        offs = pc.list_flatten(t["offsets"])
-        self.has_off = (offs.is_valid().to_numpy(zero_copy_only=False) if offs.null_count
-                        else np.ones(len(offs), bool))
-        self.off, self.val = _np(offs), _np(pc.list_flatten(t["values"]))
-        starts = np.cumsum(n) - n
-        self.pos = rep("pos0").astype(np.int64) + np.arange(int(n.sum())) - np.repeat(starts, n)
-        self.ids, self.proc = rep("id"), rep("process", -1).astype(np.int64)
+        # one row per message (spark_scan.MESSAGE_SCHEMA)
+        t = t.combine_chunks()
+        offs = t["offset"]
+        self.has_off = (_bools(offs.is_valid()) if offs.null_count else np.ones(len(offs), bool))
+        self.off, self.val = _np(offs), _np(t["value"])
+        self.pos = _np(t["pos"]).astype(np.int64)
+        self.ids, self.proc = _np(t["id"]), _np(t["process"], -1).astype(np.int64)
         self.sender = self.proc
-        if "producer" in t.column_names and t["producer"].null_count < len(t):
+        if t["producer"].null_count < len(t):
             # a pipelined producer's sends keep order per producer (reference.sender):
             # producer codes below -1, clear of every process number
-            code = _np(pc.dictionary_encode(t["producer"].combine_chunks()).indices, -1).astype(np.int64)
-            self.sender = np.where(np.repeat(code, n) >= 0, -2 - np.repeat(code, n), self.proc)
-        self.t_inv, self.t_done = rep("t_inv"), rep("t_done", -1)
-        op_kind = rep("kind").astype(np.int8)
+            code = _np(pc.dictionary_encode(_array(t["producer"])).indices, -1).astype(np.int64)
+            self.sender = np.where(code >= 0, -2 - code, self.proc)
+        self.t_inv, self.t_done = _np(t["t_inv"]), _np(t["t_done"], -1)
+        op_kind = _np(t["kind"]).astype(np.int8)
         self.op_kind = op_kind
         self.drain = op_kind == DRAIN_READ_OP
         self.txn_w = (op_kind >= TXN_OK_OP) & (op_kind <= TXN_INFO_OP)
         self.txn_r = op_kind >= TXN_OK_READ_OP
-        self.rc = rep("rc", 1).astype(bool) if "rc" in t.column_names else np.ones(len(op_kind), bool)
+        self.rc = _bools(t["rc"], True)
         kind = np.where((op_kind == READ_OP) | self.drain | self.txn_r, READ, op_kind).astype(np.int8)
         kind[(op_kind == OK_SEND_OP) & ~self.has_off] = OK_NO_OFFSET
         kind[((op_kind == INFO_SEND_OP) | (op_kind == FAIL_SEND_OP)) & self.has_off] = ACK   # acked in a mixed send

@@ -1,24 +1,33 @@
-"""Op statistics on Spark (definitions: reference.py)."""
+"""Op statistics (definitions: reference.py): counted per row group on the
+workers (``partial_counts``), summed on the driver (``fold_stats``)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
+from typing import Any, Iterable
 
-from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
-
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 NS = 1_000_000_000
+KEYS = ["run", "f", "type", "client", "drain", "s"]
 
 
-def op_stats(ops: DataFrame) -> dict[int, dict[str, Any]]:
-    """Everything counted per op, in one pass over the ops: counts by f and
-    type, availability per second, drain status, mode, any ok send."""
-    client = F.col("role") == "client"
-    second = F.when(client & F.col("time").isNotNull(), F.floor(F.col("time") / NS)).cast("long")
-    rows = (ops.groupBy("run", "f", "type", client.alias("client"),
-                           F.coalesce("drain", F.lit(False)).alias("drain"), second.alias("s"))
-            .count().collect())
+def partial_counts(t: pa.Table) -> pa.Table:
+    """Ops counted by (run, f, type, client, drain, second of completion)."""
+    client = pc.fill_null(pc.equal(t["role"], "client"), False)
+    time = t["time"]
+    second = pc.if_else(pc.and_(client, pc.is_valid(time)),
+                        pa.array(np.floor_divide(np.asarray(pc.fill_null(time, 0).to_numpy(zero_copy_only=False)),
+                                                 NS)), pa.scalar(None, pa.int64()))
+    keys = pa.table({"run": t["run"], "f": t["f"], "type": t["type"], "client": client,
+                     "drain": pc.fill_null(t["drain"], False), "s": second})
+    return keys.group_by(KEYS, use_threads=False).aggregate([([], "count_all")]).rename_columns(KEYS + ["count"])
+
+
+def fold_stats(rows: Iterable[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Everything counted per op, per run: counts by f and type, availability
+    per second, drain status, mode, any ok send."""
     out: dict[int, dict[str, Any]] = defaultdict(lambda: {
         "ops": {}, "avail": defaultdict(int), "has_ok_send": False, "mode": "assign",
         "drains": 0, "drains_ok": 0})

@@ -107,9 +107,8 @@ def test_reference_checker_that_raises_gives_unknown(tmp_path: Path, monkeypatch
 def test_spark_pass_that_raises_gives_unknown(tmp_path: Path, monkeypatch: Any, spark: Any) -> None:
     import checkers.spark as engine
 
-    def boom(ops: Any, ctx: Any) -> Any:
-        from pyspark.sql import functions as F
-        return ops.select(F.col("no_such_column")).collect()      # fails inside Spark
+    def boom(spark: Any, src: Any, ctx: Any) -> Any:
+        return spark.range(1).selectExpr("no_such_column").collect()      # fails inside Spark
     monkeypatch.setattr(engine, "partition_results", boom)
     r = checkers.check(small().write(tmp_path / "history.jsonl"), cfg("spark"), spark=spark)
     assert r.valid == "unknown"
@@ -126,9 +125,10 @@ def test_partition_check_that_raises_is_isolated(monkeypatch: Any) -> None:
     def boom(self: Any) -> None:
         raise RuntimeError("kaput")
     monkeypatch.setattr(spark_partition.PartitionLog, "phantom", boom)
-    t = pa.table({"id": [1, 3], "process": pa.array([0, 5], pa.int32()), "kind": pa.array([0, 4], pa.int8()),
-                  "t_inv": [1, 3], "t_done": [2, 4], "pos0": pa.array([0, 0], pa.int32()),
-                  "offsets": [[0], [0]], "values": [[1], [1]]})
+    from checkers.spark_scan import MESSAGE_SCHEMA
+    t = pa.Table.from_pydict({"run": [0, 0], "partition": [0, 0], "id": [1, 3], "pos": [0, 0], "process": [0, 5],
+                              "producer": [None, None], "kind": [0, 4], "rc": [True, True], "t_inv": [1, 3],
+                              "t_done": [2, 4], "offset": [0, 0], "value": [1, 1]}, schema=MESSAGE_SCHEMA)
     key = (pa.scalar(0, pa.int32()), pa.scalar(0, pa.int32()))
     out = spark_partition.analyze_group(key, t, spark_partition.Context(k=5)).to_pylist()
     errors = [(r["type"], r["extra"]) for r in out if r["what"] == "error"]
