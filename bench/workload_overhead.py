@@ -14,7 +14,7 @@ default; issue 15's benchmark):
 * recorded: T threads, each a ``workloads.pipelined.PipelinedProducer`` with
   the same in-flight bound, driven as the runner's pipelined worker drives it
   (``pump``: invokes recorded a batch at a time, completions a poll at a
-  time), every invocation and completion
+  time, both as rows: ``Recorder.append_sends``), every invocation and completion
   recorded through the runner's ``Recorder`` into one real ``HistoryWriter``
   with its columnar copy (history.parquet) on, as in a run.
 
@@ -200,16 +200,16 @@ class RecordedPipelined:
 
         def counting(i: int):
             """The recorder, counting the ok completions recorded within the round."""
-            def record_many(ops: list[dict]) -> list[dict]:
-                ops = recorder.append_many(ops)
+            def record_sends(rows: list[tuple], node: str | None) -> None:
+                recorder.append_sends(rows, node)
                 if time.monotonic() < self.stop_at:
-                    self.acked[i] += sum(1 for op in ops if op["type"] == "ok")
-                return ops
-            return record_many
+                    self.acked[i] += [r[1] for r in rows].count("ok")
+            return record_sends
 
         self.producers = [PipelinedProducer(_context(bootstrap, topic, size), in_flight, recorder.append,
                                             lambda: next(procs), lambda: f"p{next(names)}",
-                                            record_many=counting(i)) for i in range(threads)]
+                                            record_many=recorder.append_many, record_sends=counting(i))
+                          for i in range(threads)]
         self.sent = [0] * threads
 
     def round(self, seconds: float) -> tuple[int, int, float, float]:

@@ -5,39 +5,36 @@ history holds. This module only appends to it, from many threads at once.
 
 Beside history.jsonl (the crash-safe, readable record) the writer keeps
 history.parquet, the same ops paired as the checkers read them
-(``checkers.model``), written in row groups by a thread of its own so that
-analysis of a finished run never re-reads the JSONL. That thread reads the
-JSONL behind the writer (a block of new lines about every second) and pairs
-each block column by column (``checkers.convert``, the conversion analysis
-uses), so the workers pay nothing for it but the line they write. The file gets
-its footer, naming the JSONL size it covers, when the writer closes; a run
-killed before that leaves a file without one, and analysis converts the JSONL
-instead (``checkers.load.parquet_is_current``).
+(``checkers.model``), written in row groups by a niced process of its own
+(``harness.history_copy``) so that analysis of a finished run never re-reads
+the JSONL. That process reads the JSONL behind the writer (a block of new
+lines about every second) and pairs each block column by column
+(``checkers.convert``, the conversion analysis uses), so the workers pay
+nothing for it but the line they write. The file gets its footer, naming the
+JSONL size it covers, when the writer closes; a run killed before that leaves
+a file without one (the copy's process exits when its stdin closes), and
+analysis converts the JSONL instead (``checkers.load.parquet_is_current``).
 """
 from __future__ import annotations
 
 import itertools
 import json
 import logging
+import os
+import subprocess
+import sys
 import threading
 import time
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from checkers.history import Op, header
-from checkers.load import JSONL_BYTES
-from checkers.model import PARQUET_SCHEMA, Pairer
 
 log = logging.getLogger(__name__)
 
 ROW_GROUP = 10_000      # paired ops per row group of the live history.parquet
-TAIL_INTERVAL_S = 1.0   # how often, at most, the columnar copy reads the JSONL's new lines
-COPY_SHARE = 0.1        # the copy's share of the time while the writer is open: after a block that
-                        # took t s it rests t * (1 - share) / share s (9 t), so a fast workload is
-                        # not slowed by it; at close it pairs whatever it has not reached
+TAIL_INTERVAL_S = 1.0   # how often the columnar copy reads the JSONL's new lines (it is niced:
+                        # on a busy machine it falls behind and pairs the rest at close)
 COPY_BLOCK_BYTES = 1 << 26    # JSONL bytes paired at a time, at most (bounded memory)
 
 
@@ -69,6 +66,8 @@ _SEND_KEYS = frozenset(("process", "type", "f", "value") + tuple(k for k, on in 
                        for bits in itertools.product((False, True), repeat=len(_OPTIONAL)))
 _SEND_PARTS: dict[tuple, tuple[str, str, str]] = {}    # (type, f, producer, node) -> the line's fixed parts
 _ABSENT = object()      # in a _SEND_PARTS key: no such field (a field that is None is not a string)
+_ROW_KEYS = (("process", "type", "f", "value", "producer"),     # append_sends' ops, without and with a node
+             ("process", "type", "f", "value", "producer", "node"))
 
 
 def _send_parts(keys: tuple, typ: object, f: object, producer: object, node: object) -> tuple[str, str, str] | None:
@@ -131,103 +130,117 @@ def _send_rest(op: Op) -> str | None:
     return f'"process":{process}{after_process}{partition},{v},{offset}{after_value}{end}'
 
 
+def _row_rests(rows: list[tuple], node: str | None) -> list[str] | None:
+    """``_send_rest`` of each row's op (``HistoryWriter.append_sends``), or
+    None when a row has a field of another type."""
+    cache, rests = _SEND_PARTS, []
+    keys = _ROW_KEYS[0 if node is None else 1]
+    node_key = _ABSENT if node is None else node
+    for process, typ, partition, value, offset, producer, error in rows:
+        key = (typ, "send", producer, node_key)
+        try:
+            parts = cache.get(key)
+        except TypeError:                   # unhashable: not strings
+            return None
+        if parts is None:
+            parts = _send_parts(keys, *key)
+            if parts is None:
+                return None
+            if len(cache) >= 4096:
+                cache.clear()
+            cache[key] = parts
+        if type(process) is not int or type(partition) is not int or type(value) is not int:
+            return None
+        if offset is None:
+            offset = "null"
+        elif type(offset) is not int:
+            return None
+        after_process, after_value, end = parts
+        if error is None:
+            rests.append(f'"process":{process}{after_process}{partition},{value},{offset}{after_value}{end}')
+        elif type(error) is str:
+            rests.append(f'"process":{process}{after_process}{partition},{value},{offset}{after_value}'
+                         f',"error":{_string(error)}{end}')
+        else:
+            return None
+    return rests
+
+
 class ColumnarCopy:
-    """Follows a JSONL history as it is written, from byte ``start`` (after
-    the header), and appends its paired ops to a Parquet file in row groups of
-    ``row_group``. Blocks are paired by ``checkers.convert`` (an invoke whose
-    completion has not been written yet is carried to the next block); from
-    the first block that path does not support, op by op (``model.Pairer``).
-    Never fails the run: on any error it stops, removes its file and says so
-    once."""
+    """Keeps a Parquet copy of a JSONL history as it is written, from byte
+    ``start`` (after the header), in row groups of ``row_group`` paired ops:
+    the pairing runs in a niced process of its own (``harness.history_copy``,
+    which reads the JSONL behind the writer every ``interval_s`` and pairs it
+    ``block_bytes`` at a time), so the recording process's threads pay nothing
+    for it but the line they write (in a thread it took their GIL). Never fails
+    the run: if the process cannot start or fails, the file is not kept (said
+    once in the log) and analysis converts the JSONL. If this process dies, the
+    copy's stdin closes and it exits at once, leaving a file without a footer."""
 
     def __init__(self, path: Path, jsonl: Path, start: int, row_group: int = ROW_GROUP,
-                 interval_s: float = TAIL_INTERVAL_S, share: float = COPY_SHARE,
-                 block_bytes: int = COPY_BLOCK_BYTES):
-        self.path = Path(path)
-        self.jsonl = Path(jsonl)
-        self.row_group = row_group
-        self.interval_s = interval_s
-        self.share = share
-        self.block_bytes = block_bytes
-        self.busy_s = 0.0                       # time spent pairing and writing (bench figures)
-        self._pos = start
-        self._carry = b""
-        self._pairer: Pairer | None = None     # set when the columnar path gave up
-        self._pending: list[pa.Table] = []
-        self._end: int | None = None           # the JSONL's final size, once the writer closed
-        self._wake = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="history-parquet", daemon=True)
-        self._thread.start()
+                 interval_s: float = TAIL_INTERVAL_S, block_bytes: int = COPY_BLOCK_BYTES):
+        self.path = Path(path).absolute()
+        self.busy_s = 0.0                       # the copy's time pairing and writing (bench figures)
+        self._row_group = row_group
+        conf = {"path": str(self.path), "jsonl": str(Path(jsonl).absolute()), "start": start,
+                "row_group": row_group, "interval_s": interval_s, "block_bytes": block_bytes}
+        root = str(Path(__file__).resolve().parents[1])
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
+        try:
+            self._proc: subprocess.Popen | None = subprocess.Popen(
+                [sys.executable, "-m", "harness.history_copy", json.dumps(conf)], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, env=env, cwd=root, text=True)
+        except OSError as exc:
+            log.warning("history.parquet not kept (analysis will convert history.jsonl): %s", exc)
+            self._proc = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def row_group(self) -> int:
+        return self._row_group
+
+    @row_group.setter
+    def row_group(self, n: int) -> None:
+        """Row groups of ``n`` paired ops from the next one the copy writes."""
+        self._row_group = n
+        self._tell({"row_group": n})
+
+    def _tell(self, msg: dict) -> bool:
+        try:
+            self._proc.stdin.write(json.dumps(msg) + "\n")
+            self._proc.stdin.flush()
+            return True
+        except (AttributeError, OSError, ValueError):   # no process, or it is gone
+            return False
 
     def close(self, jsonl_bytes: int) -> None:
-        """Pair up to ``jsonl_bytes``, flush the last row group and write the footer."""
-        self._end = jsonl_bytes
-        self._wake.set()
-        self._thread.join()
-
-    # -- the copy's thread ----------------------------------------------------------
-    def _run(self) -> None:
-        writer = None
-        try:
-            writer = pq.ParquetWriter(self.path, PARQUET_SCHEMA)
-            rest = self.interval_s
-            with open(self.jsonl, "rb") as fh:
-                while True:
-                    self._wake.wait(rest)
-                    end = self._end
-                    fh.seek(self._pos)
-                    limit = self.block_bytes if end is None else min(self.block_bytes, end - self._pos)
-                    body = fh.read(max(0, limit))
-                    body = body[:body.rfind(b"\n") + 1]     # whole lines only: the writer may be mid-line
-                    if not body and end is not None:         # a line longer than a block: the rest at once
-                        body = fh.read(max(0, end - self._pos))
-                    self._pos += len(body)
-                    final = end is not None and self._pos >= end
-                    t = time.monotonic()
-                    if body or final:
-                        self._add(writer, self._pair(body, final=final), final=final)
-                    took = time.monotonic() - t
-                    self.busy_s += took
-                    if final:
-                        break
-                    rest = max(self.interval_s, took * (1 - self.share) / self.share)
-            writer.add_key_value_metadata({JSONL_BYTES: str(self._end).encode()})
-            writer.close()
-        except Exception as exc:  # noqa: BLE001 - the JSONL is the record; analysis converts it
-            log.warning("history.parquet not kept (analysis will convert history.jsonl): %s", exc)
-            if writer is not None:
-                try:
-                    writer.close()
-                except Exception:  # noqa: BLE001
-                    pass
-            self.path.unlink(missing_ok=True)
-
-    def _pair(self, body: bytes, final: bool) -> pa.Table:
-        from checkers.convert import Unsupported, pair_block
-        if self._pairer is None:
-            try:
-                table, self._carry = pair_block(self._carry + body, final)
-                return table
-            except Unsupported as exc:
-                log.info("history.parquet: op-by-op pairing from here on (%s)", exc)
-                self._pairer, body, self._carry = Pairer(), self._carry + body, b""
-        rows = [p.to_row() for line in body.splitlines() if line.strip()
-                for p in self._pairer.add(json.loads(line))]
-        if final:
-            rows.extend(p.to_row() for p in self._pairer.finish())
-        return pa.Table.from_pylist(rows, schema=PARQUET_SCHEMA)
-
-    def _add(self, writer: pq.ParquetWriter, table: pa.Table, final: bool) -> None:
-        """Write whole row groups; keep the rest for later (all of it when ``final``)."""
-        if table.num_rows:
-            self._pending.append(table)
-        rows = sum(t.num_rows for t in self._pending)
-        if rows < self.row_group and not (final and rows):
+        """Pair up to ``jsonl_bytes``, flush the last row group and write the
+        footer: waits for the copy's process to finish its backlog."""
+        proc = self._proc
+        if proc is None:
             return
-        merged = pa.concat_tables(self._pending) if len(self._pending) > 1 else self._pending[0]
-        whole = rows if final else rows - rows % self.row_group
-        writer.write_table(merged.slice(0, whole), row_group_size=self.row_group)
-        self._pending = [merged.slice(whole)] if whole < rows else []
+        self._tell({"end": jsonl_bytes})
+        self._proc = None
+        out, _ = proc.communicate()
+        ok = False
+        for line in out.splitlines():
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if "log" in msg:
+                log.log(msg["log"], "%s", msg["msg"])
+            if "busy_s" in msg:
+                self.busy_s, ok = msg["busy_s"], msg["ok"]
+        if proc.returncode != 0 or not ok:
+            if proc.returncode != 0:
+                log.warning("history.parquet not kept (analysis will convert history.jsonl): "
+                            "its process exited with %s", proc.returncode)
+            if not ok:
+                self.path.unlink(missing_ok=True)
 
 
 class HistoryWriter:
@@ -291,6 +304,35 @@ class HistoryWriter:
             if written != len(data):        # a short write (disk full, a signal): finish it
                 self._write_rest(data, written or 0)
         return out
+
+    def append_sends(self, rows: list[tuple], node: str | None = None) -> int:
+        """``append_many`` of one-message send ops given as rows, ``(process,
+        type, partition, value, offset or None, producer, error or None)``
+        (``workloads.pipelined.SendRow``; ``node``, when not None, on each),
+        without making their dicts: each line is ``_send_line``'s for the op
+        ``workloads.pipelined.send_op(row, node)``. Returns the first line's
+        index. A row of other field types: the ops go to ``append_many``."""
+        rests = _row_rests(rows, node)      # outside the lock: the other threads' appends go on
+        if rests is None:
+            from workloads.pipelined import send_op
+            ops = self.append_many([send_op(row, node) for row in rows])
+            return ops[0]["index"] if ops else self._next
+        with self._lock:
+            first = i = self._next
+            if not rests:
+                return first
+            start, now = self.start_ns, time.monotonic_ns
+            lines = []
+            for rest in rests:
+                lines.append(f'{{"index":{i},"time":{now() - start},{rest}')
+                i += 1
+            self._next = i
+            lines.append("")
+            data = "\n".join(lines).encode()
+            written = self._file.write(data)
+            if written != len(data):
+                self._write_rest(data, written or 0)
+        return first
 
     def _write_rest(self, data: bytes, done: int) -> None:
         view = memoryview(data)

@@ -47,7 +47,8 @@ class Recorder:
     def __init__(self, writer: HistoryWriter):
         self.writer = writer
         self.counts: Counter[tuple[str, str]] = Counter()
-        self.outstanding: dict[Any, dict] = {}
+        # The invoke op; a send recorded as a row (append_sends): the row.
+        self.outstanding: dict[Any, dict | tuple] = {}
         self.max_acked: dict[int, int] = {}
         self._lock = threading.Lock()
 
@@ -69,6 +70,24 @@ class Recorder:
                 else:
                     self._note(op)
         return ops
+
+    def append_sends(self, rows: list[tuple], node: str | None = None) -> None:
+        """``append_many`` of one-message sends given as rows (a pipelined
+        producer's: ``workloads.pipelined.SendRow``) without making their
+        dicts (``HistoryWriter.append_sends``); noted as ``_note`` notes ops."""
+        self.writer.append_sends(rows, node)
+        outstanding, counts, max_acked = self.outstanding, self.counts, self.max_acked
+        with self._lock:
+            for row in rows:
+                process, typ = row[0], row[1]
+                if typ == INVOKE:
+                    outstanding[process] = row
+                    continue
+                outstanding.pop(process, None)
+                counts[(SEND, typ)] += 1
+                p, offset = row[2], row[4]
+                if type(offset) is int and isinstance(p, int) and offset > max_acked.get(p, -1):
+                    max_acked[p] = offset
 
     def _note(self, op: dict) -> None:
         """Counts, outstanding invocations, acknowledged offsets (under the lock)."""
@@ -96,6 +115,8 @@ class Recorder:
         with self._lock:
             pending = list(self.outstanding.values())
         for op in pending:
+            if isinstance(op, tuple):       # a send row: (process, type, partition, value, ...)
+                op = {"process": op[0], "f": SEND, "value": [[op[2], op[3], None]]}
             self.append({"process": op["process"], "type": INFO, "f": op["f"], "value": op.get("value"),
                          "error": error})
 
@@ -395,7 +416,8 @@ class Runner:
         polls = self._start(self._worker, f"worker-{worker}-polls", worker, SEND)
         producer = PipelinedProducer(self._client_context(worker), cfg.workload.in_flight, self.recorder.append,
                                      lambda: next(self._processes), lambda: f"p{next(self._producer_names)}",
-                                     record_many=self.recorder.append_many)
+                                     record_many=self.recorder.append_many,
+                                     record_sends=self.recorder.append_sends)
         sends = ((p, v) for planned in schedule.worker_ops(cfg, worker) if planned.f == SEND
                  for p, v, _ in planned.value)      # one message each (schedule.worker_ops)
         try:

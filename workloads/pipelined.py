@@ -25,6 +25,12 @@ A fatal producer error (an idempotent producer's lost sequence state) makes
 the instance unusable: it is closed (its outstanding messages end ``info``) and
 a new instance, under a new name, takes over.
 
+Ops are made as rows, ``(process, type, partition, value, offset, producer,
+error)`` (``SendRow``), and recorded a list at a time by ``record_sends(rows,
+node)`` (the runner's recorder writes them as lines without making op dicts:
+``harness.history.HistoryWriter.append_sends``); without one, ``send_op``
+makes each row the op it stands for and ``record_many`` records those.
+
 Delivery callbacks run inside ``serve``/``send``/``close`` (librdkafka calls
 them from ``Producer.poll``), on the caller's thread: the owner calls ``serve``
 while it waits, so completions are recorded promptly. ``pump`` is the loop a
@@ -36,7 +42,7 @@ import logging
 import time
 from collections import deque
 from itertools import islice
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Tuple
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
@@ -46,6 +52,23 @@ from workloads.core import ClientContext, producer_settings
 from workloads.queue import encode_value
 
 log = logging.getLogger(__name__)
+
+# A one-message send op as a row: (process, type, partition, value, offset or
+# None, producer, error or None); a completion's node is the producer's
+# (``ctx.node``), recorded beside the rows.
+SendRow = Tuple[int, str, int, int, "int | None", str, "str | None"]
+
+
+def send_op(row: SendRow, node: str | None) -> Op:
+    """The op ``row`` stands for, its keys in the order the history writes them."""
+    process, typ, partition, value, offset, producer, error = row
+    op: Op = {"process": process, "type": typ, "f": SEND, "value": [[partition, value, offset]],
+              "producer": producer}
+    if error is not None:
+        op["error"] = error
+    if node is not None:
+        op["node"] = node
+    return op
 
 
 class _Slot:
@@ -72,20 +95,22 @@ class PipelinedProducer:
 
     ``record(op)`` appends a history op (the runner's recorder: it adds index
     and time), ``record_many(ops)`` several at once (one write; by default
-    ``record`` each); ``new_process()`` draws a fresh process number;
+    ``record`` each); ``record_sends(rows, node)`` records ``SendRow``s in one
+    write (by default ``record_many`` of their ``send_op``s); ``new_process()`` draws a fresh process number;
     ``new_name()`` names a new producer instance (unique in the run, e.g. ``"p3"``).
     """
 
     def __init__(self, ctx: ClientContext, in_flight: int, record: Callable[[Op], Any],
                  new_process: Callable[[], int], new_name: Callable[[], str], expire_s: float | None = None,
-                 record_many: Callable[[list[Op]], Any] | None = None):
+                 record_many: Callable[[list[Op]], Any] | None = None,
+                 record_sends: Callable[[list[SendRow], str | None], Any] | None = None):
         if in_flight < 1:
             raise ValueError(f"in_flight must be at least 1, got {in_flight}")
         self.ctx = ctx
         self.in_flight = in_flight
-        self._record = record
-        self._record_many = record_many or (lambda ops: [record(op) for op in ops])
-        self._buffer: list[Op] | None = None    # completions of the reports being served
+        record_many = record_many or (lambda ops: [record(op) for op in ops])
+        self._record_sends = record_sends or (lambda rows, node: record_many([send_op(r, node) for r in rows]))
+        self._buffer: list[SendRow] | None = None    # completions of the reports being served
         self._new_process = new_process
         self._new_name = new_name
         # A message whose report has not come by then is recorded info: librdkafka
@@ -168,9 +193,8 @@ class PipelinedProducer:
             slot = _Slot(self, name, process, partition, value, deadline)
             pending.append(slot)
             slots.append(slot)
-            invokes.append({"process": process, "type": INVOKE, "f": SEND, "value": [[partition, value, None]],
-                            "producer": name})
-        self._record_many(invokes)
+            invokes.append((process, INVOKE, partition, value, None, name, None))
+        self._record_sends(invokes, None)            # an invoke names no node
         topic, width, keys = self.ctx.topic, self.ctx.message_bytes, self._keys
         for slot in slots:
             partition = slot.partition
@@ -212,7 +236,7 @@ class PipelinedProducer:
         finally:
             done, self._buffer = self._buffer, None
             if done:
-                self._record_many(done)
+                self._record_sends(done, self.ctx.node)
 
     def serve(self, timeout_s: float = 0.0) -> None:
         """Deliver reports for up to ``timeout_s``, then expire overdue messages."""
@@ -263,15 +287,10 @@ class PipelinedProducer:
         if slot.done:
             return
         slot.done = True
-        op: Op = {"process": slot.process, "type": typ, "f": SEND,
-                  "value": [[slot.partition, slot.value, offset]], "producer": slot.name}
-        if error is not None:
-            op["error"] = error
-        if self.ctx.node is not None:
-            op["node"] = self.ctx.node
+        row = (slot.process, typ, slot.partition, slot.value, offset, slot.name, error)
         if self._buffer is not None:
-            self._buffer.append(op)     # recorded when the poll serving it returns
+            self._buffer.append(row)     # recorded when the poll serving it returns
         else:
-            self._record(op)
+            self._record_sends([row], self.ctx.node)
         # An info op may still take effect: its process retires.
         self._free.append(self._new_process() if typ == INFO else slot.process)

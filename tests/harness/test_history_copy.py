@@ -73,3 +73,51 @@ def test_append_many_assigns_consecutive_indexes_in_one_write(tmp_path):
     assert [o["index"] for o in out] == [1, 2, 3] and [o["process"] for o in out] == [1, 2, 3]
     assert all(a["time"] <= b["time"] for a, b in zip(lines, lines[1:]))
     assert lines[1:] == out
+
+
+_DYING_RECORDER = r"""
+import os, sys, time
+from harness.history import HistoryWriter
+w = HistoryWriter(sys.argv[1])
+w._columnar.row_group = 5
+for i in range(40):
+    w.append_many([{"process": i, "type": "invoke", "f": "send", "value": [[0, i, None]], "producer": "p0"}])
+    w.append({"process": i, "type": "ok", "f": "send", "value": [[0, i, i]], "producer": "p0"})
+print(w._columnar.pid, flush=True)
+live = w.path.with_suffix(".parquet")
+deadline = time.monotonic() + 60            # the copy writes its first row groups
+while not (live.exists() and live.stat().st_size > 100) and time.monotonic() < deadline:
+    time.sleep(0.05)
+os.kill(os.getpid(), 9)                     # dies without closing the writer
+"""
+
+
+def _gone(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            return any(line.split()[:2] == ["State:", "Z"] for line in fh)   # exited, not reaped yet
+    except FileNotFoundError:
+        return True
+
+
+def test_copy_process_exits_when_the_recorder_dies_and_leaves_a_file_analysis_rejects(tmp_path):
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    from checkers.load import parquet_is_current
+    path = tmp_path / "history.jsonl"
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-c", _DYING_RECORDER, str(path)], cwd=root, capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr
+    pid = int(proc.stdout.split()[0])
+    deadline = time.monotonic() + 30
+    while not _gone(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _gone(pid), "the copy's process outlived the recorder"
+    assert len(path.read_text().splitlines()) == 1 + 80          # the JSONL has every line
+    live = tmp_path / "history.parquet"
+    assert live.stat().st_size > 100                            # row groups were written ...
+    assert not parquet_is_current(path, live)                   # ... but no footer: analysis converts

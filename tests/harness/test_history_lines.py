@@ -78,3 +78,45 @@ def test_writer_lines_are_json_lines_of_the_ops(tmp_path):
     assert [json.loads(line) for line in lines] == out
     assert [{k: v for k, v in o.items() if k not in ("index", "time")} for o in out] == ops
     assert lines == [_encode({"index": o["index"], "time": o["time"], **op}) for o, op in zip(out, ops)]
+
+
+@st.composite
+def send_rows(draw) -> tuple:
+    """A pipelined producer's row (workloads.pipelined.SendRow), any field types
+    the fast path takes; sometimes one it does not (then the encoder writes it)."""
+    odd = draw(st.sampled_from([None, None, None, "process", "value", "offset", "producer", "error"]))
+    row = [draw(ints), draw(st.sampled_from(["invoke", "ok", "fail", "info"]) | texts), draw(ints), draw(ints),
+           draw(st.none() | ints), draw(texts), draw(st.none() | texts)]
+    if odd is not None:
+        i = ("process", "type", "partition", "value", "offset", "producer", "error").index(odd)
+        row[i] = draw(NOT_STR if odd in ("producer", "error") else NOT_INT.filter(lambda x: x is not None))
+        if odd == "error" and row[i] is None:
+            row[i] = 7
+    return tuple(row)
+
+
+@given(st.lists(send_rows(), max_size=6), st.none() | texts)
+def test_rows_are_written_as_the_ops_they_stand_for(tmp_path_factory, rows, node):
+    """append_sends writes the lines append_many writes for send_op(row, node),
+    same indexes, in order: whether the fast path takes the rows or not."""
+    from workloads.pipelined import send_op
+    d = tmp_path_factory.mktemp("rows")
+    with HistoryWriter(d / "rows.jsonl", start_ns=0, columnar=False) as a, \
+            HistoryWriter(d / "ops.jsonl", start_ns=0, columnar=False) as b:
+        a.append({"process": 0, "type": "invoke", "f": "poll", "value": None})
+        b.append({"process": 0, "type": "invoke", "f": "poll", "value": None})
+        assert a.append_sends(rows, node) == 1
+        b.append_many([send_op(r, node) for r in rows])
+        a.append({"process": 0, "type": "ok", "f": "poll", "value": None})
+        b.append({"process": 0, "type": "ok", "f": "poll", "value": None})
+
+    def without_time(p):
+        out = []
+        for line in p.read_text().splitlines()[1:]:
+            op = json.loads(line)
+            assert line == _encode(op)
+            op.pop("time")
+            out.append(op)
+        return out
+    got, want = without_time(d / "rows.jsonl"), without_time(d / "ops.jsonl")
+    assert got == want and [o["index"] for o in got] == list(range(len(rows) + 2))
