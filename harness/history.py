@@ -130,12 +130,14 @@ def _send_rest(op: Op) -> str | None:
     return f'"process":{process}{after_process}{partition},{v},{offset}{after_value}{end}'
 
 
-def _row_rests(rows: list[tuple], node: str | None) -> list[str] | None:
-    """``_send_rest`` of each row's op (``HistoryWriter.append_sends``), or
-    None when a row has a field of another type."""
-    cache, rests = _SEND_PARTS, []
+def _row_lines(rows: list[tuple], node: str | None, index: int, t: int) -> list[str] | None:
+    """``_send_line(index + k, t, send_op(row, node))`` for the k-th row
+    (``HistoryWriter.append_sends``), or None when a row has a field of
+    another type."""
+    cache, lines = _SEND_PARTS, []
     keys = _ROW_KEYS[0 if node is None else 1]
     node_key = _ABSENT if node is None else node
+    head = f',"time":{t},"process":'
     for process, typ, partition, value, offset, producer, error in rows:
         key = (typ, "send", producer, node_key)
         try:
@@ -157,13 +159,15 @@ def _row_rests(rows: list[tuple], node: str | None) -> list[str] | None:
             return None
         after_process, after_value, end = parts
         if error is None:
-            rests.append(f'"process":{process}{after_process}{partition},{value},{offset}{after_value}{end}')
+            lines.append(f'{{"index":{index}{head}{process}{after_process}{partition},{value},{offset}'
+                         f'{after_value}{end}')
         elif type(error) is str:
-            rests.append(f'"process":{process}{after_process}{partition},{value},{offset}{after_value}'
-                         f',"error":{_string(error)}{end}')
+            lines.append(f'{{"index":{index}{head}{process}{after_process}{partition},{value},{offset}'
+                         f'{after_value},"error":{_string(error)}{end}')
         else:
             return None
-    return rests
+        index += 1
+    return lines
 
 
 class ColumnarCopy:
@@ -310,28 +314,23 @@ class HistoryWriter:
         type, partition, value, offset or None, producer, error or None)``
         (``workloads.pipelined.SendRow``; ``node``, when not None, on each),
         without making their dicts: each line is ``_send_line``'s for the op
-        ``workloads.pipelined.send_op(row, node)``. Returns the first line's
-        index. A row of other field types: the ops go to ``append_many``."""
-        rests = _row_rests(rows, node)      # outside the lock: the other threads' appends go on
-        if rests is None:
+        ``workloads.pipelined.send_op(row, node)``, all with one time (they
+        are written together). Returns the first line's index. A row of other
+        field types: the ops go to ``append_many``."""
+        with self._lock:
+            first = self._next
+            lines = _row_lines(rows, node, first, time.monotonic_ns() - self.start_ns)
+            if lines:
+                self._next = first + len(lines)
+                lines.append("")
+                data = "\n".join(lines).encode()
+                written = self._file.write(data)
+                if written != len(data):
+                    self._write_rest(data, written or 0)
+        if lines is None:
             from workloads.pipelined import send_op
             ops = self.append_many([send_op(row, node) for row in rows])
-            return ops[0]["index"] if ops else self._next
-        with self._lock:
-            first = i = self._next
-            if not rests:
-                return first
-            start, now = self.start_ns, time.monotonic_ns
-            lines = []
-            for rest in rests:
-                lines.append(f'{{"index":{i},"time":{now() - start},{rest}')
-                i += 1
-            self._next = i
-            lines.append("")
-            data = "\n".join(lines).encode()
-            written = self._file.write(data)
-            if written != len(data):
-                self._write_rest(data, written or 0)
+            return ops[0]["index"]
         return first
 
     def _write_rest(self, data: bytes, done: int) -> None:

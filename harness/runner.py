@@ -15,8 +15,10 @@ import re
 import signal
 import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass, field
+from itertools import repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, Callable
 
@@ -37,6 +39,10 @@ EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 
 
 class Interrupted(Exception):
     """Ctrl-C or SIGTERM during a run."""
+
+
+# Fields of a pipelined producer's send row (workloads.pipelined.SendRow).
+_ROW_PROCESS, _ROW_TYPE, _ROW_PARTITION, _ROW_OFFSET = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(4)
 
 
 class Recorder:
@@ -74,19 +80,30 @@ class Recorder:
     def append_sends(self, rows: list[tuple], node: str | None = None) -> None:
         """``append_many`` of one-message sends given as rows (a pipelined
         producer's: ``workloads.pipelined.SendRow``) without making their
-        dicts (``HistoryWriter.append_sends``); noted as ``_note`` notes ops."""
+        dicts (``HistoryWriter.append_sends``); noted as ``_note`` notes ops.
+        A batch of invokes (or of completions of one type) is noted by C
+        loops (map, zip): this is per message of the fastest workload."""
         self.writer.append_sends(rows, node)
-        outstanding, counts, max_acked = self.outstanding, self.counts, self.max_acked
+        outstanding, max_acked = self.outstanding, self.max_acked
+        types = list(map(_ROW_TYPE, rows))
         with self._lock:
-            for row in rows:
-                process, typ = row[0], row[1]
-                if typ == INVOKE:
-                    outstanding[process] = row
-                    continue
-                outstanding.pop(process, None)
-                counts[(SEND, typ)] += 1
-                p, offset = row[2], row[4]
-                if type(offset) is int and isinstance(p, int) and offset > max_acked.get(p, -1):
+            if types.count(INVOKE) == len(types):
+                outstanding.update(zip(map(_ROW_PROCESS, rows), rows))
+                return
+            for typ in set(types):
+                if typ != INVOKE:
+                    self.counts[(SEND, typ)] += types.count(typ)
+            if INVOKE in types:
+                for row in rows:
+                    if row[1] == INVOKE:
+                        outstanding[row[0]] = row
+                    else:
+                        outstanding.pop(row[0], None)
+            else:
+                deque(map(outstanding.pop, map(_ROW_PROCESS, rows), repeat(None)), maxlen=0)
+            get = max_acked.get
+            for p, offset in zip(map(_ROW_PARTITION, rows), map(_ROW_OFFSET, rows)):
+                if type(offset) is int and isinstance(p, int) and offset > get(p, -1):
                     max_acked[p] = offset
 
     def _note(self, op: dict) -> None:

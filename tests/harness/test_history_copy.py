@@ -121,3 +121,24 @@ def test_copy_process_exits_when_the_recorder_dies_and_leaves_a_file_analysis_re
     live = tmp_path / "history.parquet"
     assert live.stat().st_size > 100                            # row groups were written ...
     assert not parquet_is_current(path, live)                   # ... but no footer: analysis converts
+
+
+def test_rows_from_a_pipelined_producer_are_copied_as_the_conversion_pairs_them(tmp_path):
+    """append_sends' lines (one time per batch) through the copy's process:
+    the Parquet it leaves equals the conversion of the JSONL."""
+    from checkers.load import history_to_parquet, parquet_is_current
+    path = tmp_path / "history.jsonl"
+    with HistoryWriter(path) as w:
+        w._columnar.row_group = 7
+        for batch in range(10):
+            w.append_sends([(100 + k, "invoke", k % 3, batch * 5 + k, None, "p0", None) for k in range(5)])
+            w.append_sends([(100 + k, "ok" if k % 4 else "info", k % 3, batch * 5 + k, batch * 5 + k if k else None,
+                             "p0", None if k % 4 else "E: x") for k in range(5)], "all")
+        w.append_sends([(200, "invoke", 1, 999, None, "p1", None)])       # never completed
+    live = tmp_path / "history.parquet"
+    assert parquet_is_current(path, live)
+    assert pq.ParquetFile(live).num_row_groups > 1
+    history_to_parquet(path, tmp_path / "converted.parquet")
+    rows = pq.read_table(live).to_pylist()
+    assert rows == pq.read_table(tmp_path / "converted.parquet").to_pylist()
+    assert len(rows) == 51 and sum(r["type"] == "ok" for r in rows) == 30

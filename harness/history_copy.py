@@ -1,0 +1,178 @@
+"""The columnar copy's process: history.jsonl -> history.parquet as the run goes.
+
+``harness.history.ColumnarCopy`` starts ``python -m harness.history_copy``
+(niced) with the paths and settings as one JSON argument, and talks to it on
+its stdin, one line at a time:
+
+* ``{"row_group": N}``: row groups of N paired ops from now on;
+* ``{"end": N}``: the writer closed and the JSONL is N bytes: pair the rest,
+  write the footer (naming N, ``checkers.load.JSONL_BYTES``), report and exit 0.
+
+End of stdin without an ``end`` means the recording process died: this one
+exits at once, leaving a file without a footer, which
+``checkers.load.parquet_is_current`` rejects (analysis converts the JSONL).
+Its report, on stdout, is JSON lines: ``{"log": level, "msg": ...}`` for the
+parent to log, then ``{"busy_s": ...}``.
+
+Pairing in a process of its own keeps its CPU (pyarrow, numpy, and Python
+between them) off the recording process's GIL: in a thread there, it slowed
+the producer threads while it ran.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from checkers.load import JSONL_BYTES
+from checkers.model import PARQUET_SCHEMA, Pairer
+
+
+class _Report(logging.Handler):
+    """Log records, as JSON lines on stdout, for the parent to log as its own."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        _say({"log": record.levelno, "msg": record.getMessage()})
+
+
+_say_lock = threading.Lock()
+
+
+def _say(obj: dict) -> None:
+    with _say_lock:
+        sys.stdout.write(json.dumps(obj) + "\n")
+        sys.stdout.flush()
+
+
+log = logging.getLogger("harness.history_copy")
+
+
+class Copy:
+    """Follows a JSONL history as it is written, from byte ``start`` (after
+    the header), and appends its paired ops to a Parquet file in row groups of
+    ``row_group``. Blocks are paired by ``checkers.convert`` (an invoke whose
+    completion has not been written yet is carried to the next block); from
+    the first block that path does not support, op by op (``model.Pairer``).
+    On any error it stops and removes its file (analysis converts the JSONL)."""
+
+    def __init__(self, path: str, jsonl: str, start: int, row_group: int, interval_s: float, block_bytes: int):
+        self.path = Path(path)
+        self.jsonl = Path(jsonl)
+        self.row_group = row_group
+        self.interval_s = interval_s
+        self.block_bytes = block_bytes
+        self.busy_s = 0.0
+        self._pos = start
+        self._carry = b""
+        self._pairer: Pairer | None = None     # set when the columnar path gave up
+        self._pending: list[pa.Table] = []
+        self._end: int | None = None           # the JSONL's final size, once the writer closed
+        self._wake = threading.Event()
+
+    def listen(self, stream) -> None:
+        """The parent's lines (a thread of its own); end of stream without
+        ``end``: the parent died, exit now without a footer."""
+        for line in stream:
+            try:
+                msg = json.loads(line)
+            except ValueError:
+                continue
+            if "row_group" in msg:
+                self.row_group = int(msg["row_group"])
+            if "end" in msg:
+                self._end = int(msg["end"])
+                self._wake.set()
+                return
+        os._exit(3)
+
+    def run(self) -> bool:
+        writer = None
+        try:
+            writer = pq.ParquetWriter(self.path, PARQUET_SCHEMA)
+            with open(self.jsonl, "rb") as fh:
+                while True:
+                    self._wake.wait(self.interval_s)
+                    end = self._end
+                    fh.seek(self._pos)
+                    limit = self.block_bytes if end is None else min(self.block_bytes, end - self._pos)
+                    body = fh.read(max(0, limit))
+                    body = body[:body.rfind(b"\n") + 1]     # whole lines only: the writer may be mid-line
+                    if not body and end is not None:         # a line longer than a block: the rest at once
+                        body = fh.read(max(0, end - self._pos))
+                    self._pos += len(body)
+                    final = end is not None and self._pos >= end
+                    t = time.monotonic()
+                    if body or final:
+                        self._add(writer, self._pair(body, final=final), final=final)
+                    self.busy_s += time.monotonic() - t
+                    if final:
+                        break
+            writer.add_key_value_metadata({JSONL_BYTES: str(self._end).encode()})
+            writer.close()
+            return True
+        except Exception as exc:  # noqa: BLE001 - the JSONL is the record; analysis converts it
+            log.warning("history.parquet not kept (analysis will convert history.jsonl): %s", exc)
+            if writer is not None:
+                try:
+                    writer.close()
+                except Exception:  # noqa: BLE001
+                    pass
+            self.path.unlink(missing_ok=True)
+            return False
+
+    def _pair(self, body: bytes, final: bool) -> pa.Table:
+        from checkers.convert import Unsupported, pair_block
+        if self._pairer is None:
+            try:
+                table, self._carry = pair_block(self._carry + body, final)
+                return table
+            except Unsupported as exc:
+                log.info("history.parquet: op-by-op pairing from here on (%s)", exc)
+                self._pairer, body, self._carry = Pairer(), self._carry + body, b""
+        rows = [p.to_row() for line in body.splitlines() if line.strip()
+                for p in self._pairer.add(json.loads(line))]
+        if final:
+            rows.extend(p.to_row() for p in self._pairer.finish())
+        return pa.Table.from_pylist(rows, schema=PARQUET_SCHEMA)
+
+    def _add(self, writer: pq.ParquetWriter, table: pa.Table, final: bool) -> None:
+        """Write whole row groups; keep the rest for later (all of it when ``final``)."""
+        if table.num_rows:
+            self._pending.append(table)
+        rows = sum(t.num_rows for t in self._pending)
+        if rows < self.row_group and not (final and rows):
+            return
+        merged = pa.concat_tables(self._pending) if len(self._pending) > 1 else self._pending[0]
+        whole = rows if final else rows - rows % self.row_group
+        writer.write_table(merged.slice(0, whole), row_group_size=self.row_group)
+        self._pending = [merged.slice(whole)] if whole < rows else []
+
+
+def main(argv: list[str]) -> int:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the recording process's to handle
+    try:
+        os.nice(10)
+    except OSError:
+        pass
+    log.addHandler(_Report())
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    conf = json.loads(argv[0])
+    copy = Copy(conf["path"], conf["jsonl"], conf["start"], conf["row_group"], conf["interval_s"],
+                conf["block_bytes"])
+    threading.Thread(target=copy.listen, args=(sys.stdin,), daemon=True).start()
+    ok = copy.run()
+    _say({"busy_s": copy.busy_s, "ok": ok})
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
