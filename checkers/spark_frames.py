@@ -23,6 +23,7 @@ history is run 0.
 """
 from __future__ import annotations
 
+import bisect
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -33,7 +34,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from .spark_partition import OUT_DDL, Context, analyze_group
-from .spark_scan import BLOB_DDL, MESSAGE_COLUMNS, PIECES_DDL, Source, blob, join_pieces, pieces, scan, unblob
+from .spark_scan import BLOB_DDL, MESSAGE_COLUMNS, PIECES_DDL, Source, blob, parallelism, pieces, scan, unblob
 from .spark_stats import fold_stats, partial_counts
 
 
@@ -103,18 +104,31 @@ def ops_pass(spark: SparkSession, src: Source) -> tuple[dict[int, dict[str, Any]
 
 
 def partition_results(spark: SparkSession, src: Source, ctx: Context) -> list[Any]:
-    """The per-partition pass; returns its (small) output rows."""
-    def fn(key: Any, table: Any) -> Any:
-        return analyze_group(key, join_pieces(table), ctx)
+    """The per-partition pass; returns its (small) output rows. The pieces are
+    hash-partitioned by (run, partition), so each Kafka partition's pieces
+    meet in one task, which glues and checks them: no sort of the pieces on
+    the JVM heap (groupBy would sort them first; range partitioning would
+    compute them twice, once to sample)."""
+    def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        by_key: dict[tuple[Any, Any], list[pa.Table]] = {}
+        for b in batches:
+            runs, parts, blobs = b.column(0).to_pylist(), b.column(1).to_pylist(), b.column(2)
+            for i, key in enumerate(zip(runs, parts)):
+                by_key.setdefault(key, []).append(unblob(blobs[i].as_buffer()))
+        for (run, part), tables in by_key.items():
+            key = (pa.scalar(run, pa.int32()), pa.scalar(part, pa.int32()))
+            yield from analyze_group(key, pa.concat_tables(tables), ctx).to_batches()
+    n = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    if n > 1:       # a task per two cores' worth of hash buckets: 8 Kafka partitions into 4 leave one empty
+        n = max(n, 2 * parallelism(spark))
     return (scan(spark, src, MESSAGE_COLUMNS, pieces, PIECES_DDL)
-            .groupBy("run", "partition").applyInArrow(fn, OUT_DDL).collect())
+            .repartition(n, "run", "partition").mapInArrow(fn, OUT_DDL).collect())
 
 
 def witness_ops(spark: SparkSession, src: Source, wanted: set[tuple[int, int]]) -> list[dict[str, Any]]:
     if not wanted:
         return []
     ids = sorted({i for _, i in wanted})
-    lo, hi = ids[0], ids[-1]
 
     def fn(tables: Iterator[tuple[int, pa.Table]]) -> Iterator[pa.RecordBatch]:
         for at, t in tables:
@@ -123,8 +137,8 @@ def witness_ops(spark: SparkSession, src: Source, wanted: set[tuple[int, int]]) 
                 yield pa.RecordBatch.from_arrays([pa.array(["ops"]), pa.array([at], pa.int32()),
                                                   pa.array([blob(hit)], pa.binary())], names=["what", "at", "blob"])
 
-    def holds(g: Any) -> bool:
-        return g.lo is None or (g.lo <= hi and g.hi >= lo)
+    def holds(g: Any) -> bool:      # some wanted id within the row group's footer range
+        return g.lo is None or bisect.bisect_left(ids, g.lo) < bisect.bisect_right(ids, g.hi)
     rows = [d for r in scan(spark, src, NEEDED, fn, BLOB_DDL, keep=holds).collect()
             for d in unblob(r["blob"]).to_pylist()]
     return [d for d in rows if (d["run"], d["invoke_index"]) in wanted]

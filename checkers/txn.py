@@ -26,7 +26,6 @@ import bisect
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Iterable
 
-import networkx as nx
 
 from .common import SKIPPED_LIMIT, Finding, Settings, Witness
 from .history import READ_UNCOMMITTED, REBALANCE, SEND, TXN
@@ -255,6 +254,7 @@ def cycle_findings(edges: Iterable[Edge], nodes: Iterable[Node], settings: Setti
         cur = best[(a, b)].get(kind)
         if cur is None or key < cur:
             best[(a, b)][kind] = key
+    import networkx as nx      # here: the per-partition workers import this module, and need no graphs
     pairs = sorted(best)
     out = {}
     for typ, (kinds, need) in CYCLE_TYPES.items():

@@ -19,6 +19,10 @@ from checkers.result import ANOMALY_TYPES, DESCRIPTIONS
 
 log = logging.getLogger(__name__)
 
+# History lines read for the plots: read_history holds each as a dict (about 1 KB here), so a
+# 10M-op history (20M lines) would need ~20 GB; past this the report plots a prefix and says so.
+MAX_PLOTTED_OPS = 2_000_000
+
 VALID, INVALID, UNKNOWN = "valid", "invalid", "unknown"
 
 @dataclass
@@ -183,6 +187,11 @@ def load_run(run_dir: Path) -> RunData:
         run.history_present = True
         try:
             for op in read_history(hist):
+                if len(run.ops) == MAX_PLOTTED_OPS:
+                    run.notes.append(f"The history has more than {MAX_PLOTTED_OPS:,} lines: the plots and "
+                                     f"tables built from it show its first {MAX_PLOTTED_OPS:,} only (each "
+                                     "line is about 1 KB of memory here). The verdict and witnesses cover it all.")
+                    break
                 run.ops.append(op)
         except HistoryFormatError as e:
             run.notes.append(f"The history could not be read past a corrupt line ({e}); "
