@@ -90,13 +90,8 @@ def _send_line(index: int, t: int, op: Op) -> str | None:
     return None if rest is None else f'{{"index":{index},"time":{t},{rest}'
 
 
-def _send_rest(op: Op) -> str | None:
-    """``_send_line`` after its index and time (``"process":...}``): all of it
-    that does not depend on them, made before the writer takes its lock."""
-    keys = tuple(op)
-    if keys not in _SEND_KEYS:
-        return None
-    key = (op["type"], op["f"], op.get("producer", _ABSENT), op.get("node", _ABSENT))
+def _parts(keys: tuple, key: tuple) -> tuple | None:
+    """``_send_parts(keys, *key)``, cached (None: not a shape the fast path writes)."""
     try:
         parts = _SEND_PARTS.get(key)
     except TypeError:                   # unhashable: not strings
@@ -108,6 +103,18 @@ def _send_rest(op: Op) -> str | None:
         if len(_SEND_PARTS) >= 4096:     # bounded: producer names are many in a long run
             _SEND_PARTS.clear()
         _SEND_PARTS[key] = parts
+    return parts
+
+
+def _send_rest(op: Op) -> str | None:
+    """``_send_line`` after its index and time (``"process":...}``): all of it
+    that does not depend on them, made before the writer takes its lock."""
+    keys = tuple(op)
+    if keys not in _SEND_KEYS:
+        return None
+    parts = _parts(keys, (op["type"], op["f"], op.get("producer", _ABSENT), op.get("node", _ABSENT)))
+    if parts is None:
+        return None
     process, value = op["process"], op["value"]
     if type(value) is not list or len(value) != 1 or type(process) is not int:
         return None
@@ -115,57 +122,47 @@ def _send_rest(op: Op) -> str | None:
     if type(m) is not list or len(m) != 3:
         return None
     partition, v, offset = m
-    if type(partition) is not int or type(v) is not int:    # (not bool, nor an int subclass)
+    error = op.get("error", _ABSENT)
+    if error is None:
+        return None
+    tail = _tail(parts, process, partition, v, offset, None if error is _ABSENT else error)
+    return None if tail is None else f'"process":{tail}'
+
+
+def _tail(parts: tuple[str, str, str], process: object, partition: object, value: object, offset: object,
+          error: object) -> str | None:
+    """A send line from its process on (error None: no error field), or None
+    when a field is of another type (not bool, nor an int subclass)."""
+    if type(process) is not int or type(partition) is not int or type(value) is not int:
         return None
     if offset is None:
         offset = "null"
     elif type(offset) is not int:
         return None
     after_process, after_value, end = parts
-    if "error" in op:
-        error = op["error"]
-        if type(error) is not str:
-            return None
-        return f'"process":{process}{after_process}{partition},{v},{offset}{after_value},"error":{_string(error)}{end}'
-    return f'"process":{process}{after_process}{partition},{v},{offset}{after_value}{end}'
+    if error is None:
+        return f'{process}{after_process}{partition},{value},{offset}{after_value}{end}'
+    if type(error) is not str:
+        return None
+    return f'{process}{after_process}{partition},{value},{offset}{after_value},"error":{_string(error)}{end}'
 
 
 def _row_lines(rows: list[tuple], node: str | None, index: int, t: int) -> list[str] | None:
     """``_send_line(index + k, t, send_op(row, node))`` for the k-th row
     (``HistoryWriter.append_sends``), or None when a row has a field of
     another type."""
-    cache, lines = _SEND_PARTS, []
+    lines: list[str] = []
     keys = _ROW_KEYS[0 if node is None else 1]
     node_key = _ABSENT if node is None else node
     head = f',"time":{t},"process":'
     for process, typ, partition, value, offset, producer, error in rows:
-        key = (typ, "send", producer, node_key)
-        try:
-            parts = cache.get(key)
-        except TypeError:                   # unhashable: not strings
-            return None
+        parts = _parts(keys, (typ, "send", producer, node_key))
         if parts is None:
-            parts = _send_parts(keys, *key)
-            if parts is None:
-                return None
-            if len(cache) >= 4096:
-                cache.clear()
-            cache[key] = parts
-        if type(process) is not int or type(partition) is not int or type(value) is not int:
             return None
-        if offset is None:
-            offset = "null"
-        elif type(offset) is not int:
+        tail = _tail(parts, process, partition, value, offset, error)
+        if tail is None:
             return None
-        after_process, after_value, end = parts
-        if error is None:
-            lines.append(f'{{"index":{index}{head}{process}{after_process}{partition},{value},{offset}'
-                         f'{after_value}{end}')
-        elif type(error) is str:
-            lines.append(f'{{"index":{index}{head}{process}{after_process}{partition},{value},{offset}'
-                         f'{after_value},"error":{_string(error)}{end}')
-        else:
-            return None
+        lines.append(f'{{"index":{index}{head}{tail}')
         index += 1
     return lines
 

@@ -54,3 +54,16 @@ class History:
         path = Path(path)
         path.write_text("".join(json.dumps(op) + "\n" for op in self.ops), encoding="utf-8")
         return path
+
+
+def small_history(nemesis: bool = True) -> History:
+    """One sample, a send to two partitions, an assign and the poll that reads
+    both back (and a partition fault): the smallest valid run."""
+    h = History()
+    h.sample({0: (1, [1, 2, 3])})
+    h.send(0, [(0, 1, 0), (1, 1, 0)])
+    h.assign(5, [0, 1])
+    h.poll(5, {0: [(0, 1)], 1: [(0, 1)]})
+    if nemesis:
+        h.nemesis("start-partition", {"nodes": ["n1"]})
+    return h

@@ -12,20 +12,14 @@ import checkers
 from checkers import reference, spark_partition
 from checkers.load import history_to_parquet, read_paired_ops
 from checkers.model import PARQUET_SCHEMA
-from chk_builder import History
+from chk_builder import History, small_history
 from checkers.history import HistoryFormatError
 
 ENGINES = ["reference", pytest.param("spark", marks=pytest.mark.spark)]
 
 
 def small() -> History:
-    h = History()
-    h.sample({0: (1, [1, 2, 3])})
-    h.send(0, [(0, 1, 0), (1, 1, 0)])
-    h.assign(5, [0, 1])
-    h.poll(5, {0: [(0, 1)], 1: [(0, 1)]})
-    h.nemesis("start-partition", {"nodes": ["n1"]})
-    return h
+    return small_history()
 
 
 def cfg(engine: str) -> dict[str, Any]:

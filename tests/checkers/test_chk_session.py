@@ -16,18 +16,13 @@ import pytest
 import checkers
 from checkers import session
 from checkers.history import HistoryFormatError
-from chk_builder import History
+from chk_builder import History, small_history
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def small() -> History:
-    h = History()
-    h.sample({0: (1, [1, 2, 3])})
-    h.send(0, [(0, 1, 0), (1, 1, 0)])
-    h.assign(5, [0, 1])
-    h.poll(5, {0: [(0, 1)], 1: [(0, 1)]})
-    return h
+    return small_history(nemesis=False)
 
 
 def run_dir(tmp_path: Path, corrupt: bool = False) -> Path:
