@@ -268,8 +268,6 @@ def _validate_transactions(cfg: RunConfig) -> None:
     if not 0 <= w.crash_interval < float("inf"):
         raise UsageError(f"crash_interval must be a finite number of seconds, 0 (no crashes) or more, "
                          f"got {w.crash_interval:g}")
-    if w.crash_interval and w.producer == "pipelined":
-        raise UsageError('crash_interval is not supported with producer = "pipelined"')
     isolation = cfg.consumer.get("isolation.level")
     if isolation is not None and isolation not in ("read_committed", "read_uncommitted"):
         raise UsageError(f'consumer."isolation.level": must be "read_committed" or "read_uncommitted", '

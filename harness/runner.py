@@ -164,7 +164,7 @@ class Runner:
         self._processes = itertools.count(self.cfg.concurrency)
         self._producer_names = itertools.count()     # pipelined producers: "p0", "p1", ...
         self._abandon = threading.Event()            # interrupted: do not wait for in-flight sends
-        self.crashes: list[tuple[int, int]] = []     # (worker, process) dropped by crash_interval
+        self.crashes: list[tuple[int, int]] = []     # (worker, process; -1: a pipelined producer) dropped by crash_interval
         self._threads: list[threading.Thread] = []
         self.t0 = 0.0
 
@@ -437,8 +437,21 @@ class Runner:
                                      record_sends=self.recorder.append_sends)
         sends = ((p, v) for planned in schedule.worker_ops(cfg, worker) if planned.f == SEND
                  for p, v, _ in planned.value)      # one message each (schedule.worker_ops)
+        # crash_interval: at the worker's crash times (the polls thread crashes its client at the
+        # same ones) the producer is dropped without flush: what it had in flight ends info,
+        # what it had not sent is purged, and its next send opens a new instance.
+        crashes = schedule.crash_times(cfg, worker)
+        next_crash = self.t0 + next(crashes, float("inf"))
         try:
-            producer.pump(sends, self.stop.is_set)
+            while not self.stop.is_set():
+                producer.pump(sends, lambda: self.stop.is_set() or time.monotonic() >= next_crash)
+                if self.stop.is_set() or time.monotonic() < next_crash:
+                    break          # stopped, or the schedule ran out
+                while next_crash <= time.monotonic():
+                    next_crash = self.t0 + next(crashes, float("inf"))
+                log.info("worker %d: crashing producer %s (dropped without flushing)", worker, producer.name)
+                producer.crash()
+                self.crashes.append((worker, -1))
         finally:
             producer.close(flush_s=cfg.workload.op_timeout, abandon=self._abandon.is_set)
             polls.join()

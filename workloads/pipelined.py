@@ -263,6 +263,13 @@ class PipelinedProducer:
                 self._serve_reports(self._producer.poll, min(0.05, max(0.0, end - time.monotonic())))
         self._close_instance("no delivery report when the producer was closed")
 
+    def crash(self) -> None:
+        """A client crash (``crash_interval``): the instance is dropped without
+        flushing. Its messages in flight end info (they may still be
+        appended), its queued ones as librdkafka's purge classifies them; the
+        next send opens a new instance, under a new name."""
+        self._close_instance("crash: producer dropped without flush")
+
     def _close_instance(self, why: str) -> None:
         p, name = self._producer, self.name
         if p is not None:

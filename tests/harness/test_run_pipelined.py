@@ -1,4 +1,4 @@
-"""A whole run with pipelined producers on a real cluster, under broker kills."""
+"""A whole run with pipelined producers on a real cluster, under broker kills and client crashes."""
 from __future__ import annotations
 
 import json
@@ -17,7 +17,8 @@ def test_pipelined_idempotent_run_under_kills_keeps_many_sends_in_flight_and_is_
     from harness.runner import Runner
     from tests.harness.test_run import run_containers, run_networks
     cfg = RunConfig(name="pipelined", seed=4242, time_limit=40, rate=1500, concurrency=2, store=str(tmp_path),
-                    workload=WorkloadConfig(producer="pipelined", in_flight=5, send_fraction=0.8),
+                    workload=WorkloadConfig(producer="pipelined", in_flight=5, send_fraction=0.8,
+                                            crash_interval=12),
                     nemesis=NemesisConfig(faults=["kill"], interval=8),
                     producer={"acks": "all", "enable.idempotence": True,
                               "max.in.flight.requests.per.connection": 5})
@@ -43,6 +44,19 @@ def test_pipelined_idempotent_run_under_kills_keeps_many_sends_in_flight_and_is_
             procs.discard(o["process"])
     assert most == 5, f"at most {most} sends of one producer were in flight at once"
     assert not any(outstanding.values()), "every send completed"
+    # crash_interval: each worker's producer was dropped with sends in flight and replaced
+    names = {o["producer"] for o in sends}
+    assert len(names) >= 4, f"producers {sorted(names)}: the crashes did not replace them"
+    crashed = [o for o in sends if o["type"] == "info" and any(
+        w in (o.get("error") or "") for w in ("crash", "_PURGE_INFLIGHT"))]
+    assert crashed, "no send was in flight at a crash"
+    # the columnar copy, paired in a process of its own as the run went, is the history's
+    from checkers import convert
+    from checkers.load import parquet_is_current
+    import pyarrow.parquet as pq
+    jsonl, parquet = outcome.run_dir / "history.jsonl", outcome.run_dir / "history.parquet"
+    assert parquet_is_current(jsonl, parquet)
+    assert pq.read_table(parquet).to_pylist() == convert.history_table(jsonl).to_pylist()
     acked = [o for o in sends if o["type"] == "ok"]
     assert len(acked) >= 100, f"only {len(acked)} acknowledged sends"
 

@@ -94,7 +94,6 @@ BAD = [
     ("[workload]\ntxn_send_offsets = true\n", "txn_send_offsets needs transactions = true"),
     ("[producer]\n'transactional.id' = 'mine'\n", "set by kchaos"),
     ("[workload]\ncrash_interval = -1\n", "crash_interval must be"),
-    ("[workload]\ncrash_interval = 5\nproducer = 'pipelined'\n", "crash_interval is not supported"),
     ("[workload]\ntransactions = true\n[producer]\n'transaction.timeout.ms' = 1000\n", "transactional producer"),
 ]
 
