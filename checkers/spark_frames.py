@@ -38,13 +38,9 @@ from .spark_scan import BLOB_DDL, MESSAGE_COLUMNS, PIECES_DDL, Source, blob, par
 from .spark_stats import fold_stats, partial_counts
 
 
-def _client() -> Any:
-    return F.col("role") == "client"
-
-
-NO_MESSAGES = ["run", "invoke_index", "index", "invoke_time", "time", "process", "role", "type", "f",
+NO_MESSAGES = ("run", "invoke_index", "index", "invoke_time", "time", "process", "role", "type", "f",
                "drain", "error", "node", "producer", "isolation", "group", "partitions", "sample", "controller",
-               "fault", "value"]
+               "fault", "value")
 
 
 def _ddl(t: pa.DataType) -> str:
@@ -74,17 +70,13 @@ def read_ops(spark: SparkSession, path: str) -> DataFrame:
     return df
 
 
-NEEDED = tuple(dict.fromkeys(["run", *NO_MESSAGES]))
-
-
 def _ops_pieces(tables: Iterator[tuple[int, pa.Table]]) -> Iterator[pa.RecordBatch]:
     """Per row group: its op counts, and its control rows (spark_frames doc)."""
     for at, t in tables:
-        client = pc.fill_null(pc.equal(t["role"], "client"), False)
-        wanted = pc.or_(pc.or_(pc.invert(client), pc.is_in(t["f"], pa.array(["assign", "subscribe"]))),
+        other = pc.invert(pc.fill_null(pc.equal(t["role"], "client"), False))
+        wanted = pc.or_(pc.or_(other, pc.is_in(t["f"], pa.array(["assign", "subscribe"]))),
                         pc.fill_null(t["drain"], False))
-        ctl = t.filter(wanted)
-        keep = pc.invert(pc.fill_null(pc.equal(ctl["role"], "client"), False))
+        ctl, keep = t.filter(wanted), other.filter(wanted)
         for name in ("value", "sample"):     # a drain poll's value is a large JSON of everything it read
             ctl = ctl.set_column(ctl.schema.get_field_index(name), name,
                                  pc.if_else(keep, ctl[name], pa.scalar(None, ctl.schema.field(name).type)))
@@ -96,7 +88,7 @@ def _ops_pieces(tables: Iterator[tuple[int, pa.Table]]) -> Iterator[pa.RecordBat
 def ops_pass(spark: SparkSession, src: Source) -> tuple[dict[int, dict[str, Any]], list[dict[str, Any]]]:
     """(op statistics per run, control rows in history order)."""
     counts, control = [], []
-    for r in scan(spark, src, NEEDED, _ops_pieces, BLOB_DDL).collect():
+    for r in scan(spark, src, NO_MESSAGES, _ops_pieces, BLOB_DDL).collect():
         (counts if r["what"] == "counts" else control).append((r["at"], unblob(r["blob"])))
     rows = [row for _, t in counts for row in t.to_pylist()]
     ctl_rows = [row for _, t in sorted(control, key=lambda at_t: at_t[0]) for row in t.to_pylist()]
@@ -139,6 +131,6 @@ def witness_ops(spark: SparkSession, src: Source, wanted: set[tuple[int, int]]) 
 
     def holds(g: Any) -> bool:      # some wanted id within the row group's footer range
         return g.lo is None or bisect.bisect_left(ids, g.lo) < bisect.bisect_right(ids, g.hi)
-    rows = [d for r in scan(spark, src, NEEDED, fn, BLOB_DDL, keep=holds).collect()
+    rows = [d for r in scan(spark, src, NO_MESSAGES, fn, BLOB_DDL, keep=holds).collect()
             for d in unblob(r["blob"]).to_pylist()]
     return [d for d in rows if (d["run"], d["invoke_index"]) in wanted]

@@ -5,7 +5,7 @@ wants a Kafka partition's messages as numpy arrays, and through Spark's rows
 each nested message is converted (Parquet -> rows -> explode -> shuffle ->
 sort -> Arrow) one element at a time. Measured on this machine kind (2 cores,
 1M ops, 1.5M messages, warm): that formulation 5-6 s for the per-partition
-pass, this one about 2 s; cold, the gap is larger, because little JVM code runs
+pass, this one about 2.5 s; cold, the gap is larger, because little JVM code runs
 (``bench/checker_throughput.py`` keeps the figures). Spark still schedules
 the tasks, shuffles each task's per-partition pieces to the task that checks
 that partition, and runs on a standalone cluster unchanged: like
@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from .model import PARQUET_SCHEMA
 from .spark_partition import (DRAIN_READ_OP, FAIL_SEND_OP, INFO_SEND_OP, OK_SEND_OP, READ_OP, TXN_FAIL_OP,
-                              TXN_INFO_OP, TXN_OK_OP, TXN_OK_READ_OP, TXN_READ_OP)
+                              TXN_INFO_OP, TXN_OK_OP, TXN_OK_READ_OP, TXN_READ_OP, _bools)
 
 MESSAGE_SCHEMA = pa.schema([
     ("run", pa.int32()), ("partition", pa.int32()), ("id", pa.int64()), ("pos", pa.int32()),
@@ -132,10 +132,6 @@ def scan(spark: Any, src: Source, columns: tuple[str, ...],
                 yield from fn((at, read_group(g, columns, files)) for at, g in tasks[task])
 
     return spark.range(0, n, 1, n).mapInArrow(run, ddl)
-
-
-def _bools(col: Any) -> np.ndarray:
-    return np.asarray(pc.fill_null(col, False).to_numpy(zero_copy_only=False), bool)
 
 
 def flatten(t: pa.Table) -> pa.Table:
