@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from .common import Finding, Witness
 from .groups import GROUP_TYPES, UNKNOWN_STAT, commit_offsets
-from .spark_partition import OUT_DDL, Context, Out, _np
+from .spark_partition import OUT_DDL, Context, Out, _np, unique
 
 log = logging.getLogger(__name__)
 
@@ -270,14 +270,14 @@ def _lost(out: Out, run: int, p: int, c: dict[str, np.ndarray], g: GroupContext)
     reads = (kind == READ) | (kind == TXN_READ)
     ru_vis = np.ones(len(kind), bool)
     rc_vis = (kind == ACK) | (kind == TXN_OK_W) | (reads & ~c["ru"])
-    aborted = np.unique(off[kind == TXN_FAIL_W])
+    aborted = unique(off[kind == TXN_FAIL_W])
     ok: dict[int, list[tuple[int, int, int]]] = defaultdict(list)        # code -> (time, id, offset)
     for gc, cid, _, tdone, is_ok, coff in g.commits.get((run, p), []):
         if is_ok:
             ok[gc].append((tdone, cid, coff))
     n, unknown, items = 0, 0, []
     for gc, cs in sorted(ok.items()):
-        got = np.unique(off[reads & (code == gc)])
+        got = unique(off[reads & (code == gc)])
         if not len(got):
             continue
         top = max(x[2] for x in cs)
