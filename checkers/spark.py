@@ -1,9 +1,10 @@
 """The Spark engine: history.parquet (one run or many) -> RunFindings per run.
 
-Three jobs of row-group tasks (spark_scan.py): op statistics with the control
-ops (nemesis, sampler, assign/subscribe, drain); the per-partition pass over
-every message (spark_partition.py, after one shuffle by (run, partition));
-the ops the witnesses name. Transactions and groups add their own passes
+Jobs of row-group tasks (spark_scan.py, spark_frames.py): one read of
+every row group for the op statistics, the control ops (nemesis, sampler,
+assign/subscribe, drain) and the messages cut by (run, partition); the
+per-partition pass over them (spark_partition.py, after one shuffle); the
+ops the witnesses name. Transactions and groups add their own passes
 (spark_txn.py, spark_groups.py) when a history has them. Elections are
 judged after the engine, in Python (``elections.judge``), from the lost
 writes this pass lists. A failing job or check marks the anomaly types it decides
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from .common import Finding, RunFindings, Settings, Witness, availability, lag_summary, percentile
-from .spark_frames import ops_pass, partition_results, read_ops, witness_ops
+from .spark_frames import FirstPass, first_pass, partition_results, read_ops, witness_ops
 from .spark_partition import ALL_TYPES, CHECKS, Context
 from .spark_scan import Source, source
 from . import spark_txn
@@ -77,8 +78,17 @@ def _analyze(spark: Any, src: Source, ops: Any, settings: Settings,
     """``src``: the file's row groups (the hot passes); ``ops``: the same as a
     DataFrame (the transaction and group passes)."""
     t0 = time.monotonic()
+    first = first_pass(spark, src)
+    try:
+        return _checks(spark, src, ops, settings, timings, first, t0)
+    finally:
+        first.close()
+
+
+def _checks(spark: Any, src: Source, ops: Any, settings: Settings, timings: dict[str, float],
+            first: FirstPass, t0: float) -> dict[int, RunFindings]:
     k = settings.max_witnesses
-    stats, ctl = ops_pass(spark, src)
+    stats, ctl = first.stats, first.control
     acc = _Runs(stats)
     ctx = Context(k=k)
     resets: dict[tuple[int, int], list[int]] = defaultdict(list)
@@ -107,7 +117,7 @@ def _analyze(spark: Any, src: Source, ops: Any, settings: Settings,
     part_errors: list[tuple[int, str, str]] = []
     ok_parts: dict[int, set[int]] = defaultdict(set)      # partitions with an acknowledged value
     try:
-        rows = partition_results(spark, src, ctx)
+        rows = partition_results(spark, first, ctx)
     except Exception as e:  # noqa: BLE001
         log.error("partition pass crashed: %s", _err("messages", e))
         acc.fail(_err("messages", e), ALL_TYPES)

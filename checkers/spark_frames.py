@@ -3,14 +3,16 @@
 The hot passes are Spark jobs of row-group tasks read with pyarrow
 (spark_scan.py says why):
 
-* ``ops_pass``: one job over the op columns: the op statistics (counted per
-  row group, summed on the driver: spark_stats.py) and the few rows the
-  driver needs whole: nemesis and sampler ops, assign/subscribe ops (chain
-  resets), drain polls without values (is the drain complete).
-* ``partition_results``: each task cuts its messages by (run, partition)
-  into pieces; one shuffle brings a partition's pieces together, then one
-  vectorised pass per Kafka partition (spark_partition.py). Output is small:
-  counts, the first witnesses, lag samples.
+* ``first_pass``: one job reads every row group once and gives the op
+  statistics (counted per row group, summed on the driver: spark_stats.py),
+  the few rows the driver needs whole (nemesis and sampler ops,
+  assign/subscribe ops: chain resets; drain polls without values: is the
+  drain complete), and each row group's messages cut by (run, partition) into
+  pieces, which it keeps.
+* ``partition_results``: one shuffle brings a Kafka partition's pieces
+  together, then one vectorised pass per partition (spark_partition.py),
+  with the context the control rows gave. Output is small: counts, the
+  first witnesses, lag samples.
 * ``witness_ops``: the ops the witnesses name, by id, reading only the row
   groups whose footer id range can hold them.
 
@@ -24,6 +26,7 @@ history is run 0.
 from __future__ import annotations
 
 import bisect
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -32,9 +35,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.storagelevel import StorageLevel
 
-from .spark_partition import OUT_DDL, Context, analyze_group
-from .spark_scan import BLOB_DDL, MESSAGE_COLUMNS, PIECES_DDL, Source, blob, parallelism, pieces, scan, unblob
+from .spark_partition import OUT_DDL, Context, _bools, analyze_group, is_value
+from .spark_scan import BLOB_DDL, Pieces, Source, blob, cut, parallelism, scan, unblob
 from .spark_stats import fold_stats, partial_counts
 
 
@@ -70,50 +74,103 @@ def read_ops(spark: SparkSession, path: str) -> DataFrame:
     return df
 
 
-def _ops_pieces(tables: Iterator[tuple[int, pa.Table]]) -> Iterator[pa.RecordBatch]:
-    """Per row group: its op counts, and its control rows (spark_frames doc)."""
+FIRST_DDL = "what string, at int, run int, partition int, blob binary"
+
+
+def _first(tables: Iterator[tuple[int, pa.Table]]) -> Iterator[pa.RecordBatch]:
+    """Per row group: its op counts and control rows (what "counts",
+    "control"; ``at`` its place), and its messages cut by (run, partition)
+    into pieces (what "piece"). A row group whose messages cannot be cut
+    gives an "error" row: the per-partition checks then say unknown."""
+    held = Pieces()
+    out: list[tuple[str, int | None, int | None, int | None, bytes]] = []
     for at, t in tables:
-        other = pc.invert(pc.fill_null(pc.equal(t["role"], "client"), False))
-        wanted = pc.or_(pc.or_(other, pc.is_in(t["f"], pa.array(["assign", "subscribe"]))),
-                        pc.fill_null(t["drain"], False))
-        ctl, keep = t.filter(wanted), other.filter(wanted)
+        other = ~is_value(t["role"], "client")
+        wanted = other | is_value(t["f"], "assign", "subscribe") | _bools(t["drain"])
+        ctl, keep = t.select(NO_MESSAGES).filter(pa.array(wanted)), pa.array(other[wanted])
         for name in ("value", "sample"):     # a drain poll's value is a large JSON of everything it read
             ctl = ctl.set_column(ctl.schema.get_field_index(name), name,
                                  pc.if_else(keep, ctl[name], pa.scalar(None, ctl.schema.field(name).type)))
-        yield pa.RecordBatch.from_arrays([pa.array(["counts", "control"]), pa.array([at, at], pa.int32()),
-                                          pa.array([blob(partial_counts(t)), blob(ctl)], pa.binary())],
-                                         names=["what", "at", "blob"])
+        out += [("counts", at, None, None, blob(partial_counts(t))), ("control", at, None, None, blob(ctl))]
+        try:
+            for run, part, piece in cut(t):
+                out += [("piece", None, *x) for x in held.add(run, part, piece)]
+        except Exception as e:  # noqa: BLE001 - reported as unknown, never a pass
+            out.append(("error", at, None, None, f"{type(e).__name__}: {e}".encode()))
+        if len(out) >= 64:
+            yield _rows(out)
+            out = []
+    out += [("piece", None, *x) for x in held.rest()]
+    if out:
+        yield _rows(out)
 
 
-def ops_pass(spark: SparkSession, src: Source) -> tuple[dict[int, dict[str, Any]], list[dict[str, Any]]]:
-    """(op statistics per run, control rows in history order)."""
-    counts, control = [], []
-    for r in scan(spark, src, NO_MESSAGES, _ops_pieces, BLOB_DDL).collect():
-        (counts if r["what"] == "counts" else control).append((r["at"], unblob(r["blob"])))
+def _rows(out: list[tuple[str, int | None, int | None, int | None, bytes]]) -> pa.RecordBatch:
+    what, at, run, part, blobs = zip(*out)
+    return pa.RecordBatch.from_arrays([pa.array(what), pa.array(at, pa.int32()), pa.array(run, pa.int32()),
+                                       pa.array(part, pa.int32()), pa.array(blobs, pa.binary())],
+                                      names=["what", "at", "run", "partition", "blob"])
+
+
+@dataclass
+class FirstPass:
+    """What one read of every row group gives: the op statistics per run, the
+    control rows in history order, errors cutting messages, and the pieces,
+    kept for the per-partition pass. ``close`` lets them go."""
+    stats: dict[int, dict[str, Any]]
+    control: list[dict[str, Any]]
+    errors: list[str]
+    kept: DataFrame
+
+    @property
+    def pieces(self) -> DataFrame:
+        return self.kept.filter(F.col("what") == "piece")
+
+    def close(self) -> None:
+        self.kept.unpersist()
+
+
+def first_pass(spark: SparkSession, src: Source) -> FirstPass:
+    """One job reads each row group once (spark_frames doc). Its output is
+    kept (persisted), so the per-partition pass, which needs the context the control
+    rows give, does not read the file again."""
+    df = scan(spark, src, NO_MESSAGES + ("messages", "reads"), _first, FIRST_DDL).persist(
+        StorageLevel.MEMORY_AND_DISK)
+    try:
+        counts, control, errors = [], [], []
+        for r in df.filter(F.col("what") != "piece").collect():
+            if r["what"] == "error":
+                errors.append(bytes(r["blob"]).decode())
+            else:
+                (counts if r["what"] == "counts" else control).append((r["at"], unblob(r["blob"])))
+    except BaseException:
+        df.unpersist()
+        raise
     rows = [row for _, t in counts for row in t.to_pylist()]
     ctl_rows = [row for _, t in sorted(control, key=lambda at_t: at_t[0]) for row in t.to_pylist()]
-    return fold_stats(rows), ctl_rows
+    return FirstPass(fold_stats(rows), ctl_rows, errors, df)
 
 
-def partition_results(spark: SparkSession, src: Source, ctx: Context) -> list[Any]:
+def partition_results(spark: SparkSession, first: FirstPass, ctx: Context) -> list[Any]:
     """The per-partition pass; returns its (small) output rows. The pieces are
     hash-partitioned by (run, partition), so each Kafka partition's pieces
     meet in one task, which glues and checks them: no sort of the pieces on
-    the JVM heap (groupBy would sort them first; range partitioning would
-    compute them twice, once to sample)."""
+    the JVM heap (groupBy would sort them first)."""
     def fn(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         by_key: dict[tuple[Any, Any], list[pa.Table]] = {}
         for b in batches:
-            runs, parts, blobs = b.column(0).to_pylist(), b.column(1).to_pylist(), b.column(2)
+            runs, parts, blobs = b.column("run").to_pylist(), b.column("partition").to_pylist(), b.column("blob")
             for i, key in enumerate(zip(runs, parts)):
                 by_key.setdefault(key, []).append(unblob(blobs[i].as_buffer()))
         for (run, part), tables in by_key.items():
             key = (pa.scalar(run, pa.int32()), pa.scalar(part, pa.int32()))
             yield from analyze_group(key, pa.concat_tables(tables), ctx).to_batches()
+    if first.errors:
+        raise RuntimeError(first.errors[0])
     n = int(spark.conf.get("spark.sql.shuffle.partitions"))
     if n > 1:       # a task per two cores' worth of hash buckets: 8 Kafka partitions into 4 leave one empty
         n = max(n, 2 * parallelism(spark))
-    return (scan(spark, src, MESSAGE_COLUMNS, pieces, PIECES_DDL)
+    return (first.pieces.select("run", "partition", "blob")
             .repartition(n, "run", "partition").mapInArrow(fn, OUT_DDL).collect())
 
 

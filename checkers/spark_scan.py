@@ -33,18 +33,18 @@ import pyarrow.parquet as pq
 
 from .model import PARQUET_SCHEMA
 from .spark_partition import (DRAIN_READ_OP, FAIL_SEND_OP, INFO_SEND_OP, OK_SEND_OP, READ_OP, TXN_FAIL_OP,
-                              TXN_INFO_OP, TXN_OK_OP, TXN_OK_READ_OP, TXN_READ_OP, _bools)
+                              TXN_INFO_OP, TXN_OK_OP, TXN_OK_READ_OP, TXN_READ_OP, _bools, _np, is_value)
 
-MESSAGE_SCHEMA = pa.schema([
-    ("run", pa.int32()), ("partition", pa.int32()), ("id", pa.int64()), ("pos", pa.int32()),
+MESSAGE_SCHEMA = pa.schema([     # one Kafka partition's messages: no run or partition column
+    ("id", pa.int64()), ("pos", pa.int32()),
     ("process", pa.int64()), ("producer", pa.string()), ("kind", pa.int8()), ("rc", pa.bool_()),
     ("t_inv", pa.int64()), ("t_done", pa.int64()), ("offset", pa.int64()), ("value", pa.int64()),
 ])
-PIECES_DDL = "run int, partition int, blob binary"
 BLOB_DDL = "what string, at int, blob binary"   # at: the row group's place in Source.groups
-MESSAGE_COLUMNS = ("run", "invoke_index", "invoke_time", "time", "process", "role", "type", "f", "drain",
-                   "producer", "isolation", "messages", "reads")
-PIECE_BYTES = 8 << 20      # uncompressed bytes of a piece at most (a row on the JVM heap on its way)
+_NO_PARTITION = -2**31
+PIECE_BYTES = 8 << 20      # uncompressed bytes of a piece, about
+# read as dictionaries: a few distinct values each; decoding them was most of a row group's read
+DICTIONARY_COLUMNS = ("role", "type", "f", "producer", "isolation", "error", "node", "group", "fault")
 _TYPES = {f.name: f.type for f in PARQUET_SCHEMA} | {"run": pa.int32()}
 
 
@@ -97,7 +97,7 @@ def read_group(group: Group, columns: tuple[str, ...], files: dict[str, pq.Parqu
     ``run`` in a single history) comes as nulls, ``run`` as 0."""
     f = files.get(group.file)
     if f is None:
-        f = files[group.file] = pq.ParquetFile(group.file)
+        f = files[group.file] = pq.ParquetFile(group.file, read_dictionary=DICTIONARY_COLUMNS)
     present = set(f.schema_arrow.names)
     t = f.read_row_group(group.index, columns=[c for c in columns if c in present])
     for c in columns:
@@ -134,23 +134,25 @@ def scan(spark: Any, src: Source, columns: tuple[str, ...],
     return spark.range(0, n, 1, n).mapInArrow(run, ddl)
 
 
-def flatten(t: pa.Table) -> pa.Table:
-    """Every message of client sends, txns and ok polls (a txn's reads too),
-    one row each (``MESSAGE_SCHEMA``); ``pos`` is its place in its op's list."""
+def cut(t: pa.Table) -> Iterator[tuple[int, int | None, pa.Table]]:
+    """A row group's messages of client sends, txns and ok polls (a txn's
+    reads too), one row each (``MESSAGE_SCHEMA``; ``pos`` is the message's
+    place in its op's list), as (run, partition, table) per (run, partition).
+    The rows are ordered by key before any column is gathered, so each column
+    is gathered once."""
     t = t.combine_chunks()
-    client, f, typ = _bools(pc.equal(t["role"], "client")), t["f"], t["type"]
-    send, txn, poll = (_bools(pc.equal(f, x)) & client for x in ("send", "txn", "poll"))
-    ok, fail = _bools(pc.equal(typ, "ok")), _bools(pc.equal(typ, "fail"))
+    client, f, typ = is_value(t["role"], "client"), t["f"], t["type"]
+    send, txn, poll = (is_value(f, x) & client for x in ("send", "txn", "poll"))
+    ok, fail = is_value(typ, "ok"), is_value(typ, "fail")
     drain = _bools(t["drain"])
     kind = np.full(t.num_rows, -1, np.int8)
     kind[send] = np.where(ok[send], OK_SEND_OP, np.where(fail[send], FAIL_SEND_OP, INFO_SEND_OP))
     kind[txn] = np.where(ok[txn], TXN_OK_OP, np.where(fail[txn], TXN_FAIL_OP, TXN_INFO_OP))
     kind[poll & ok] = np.where(drain[poll & ok], DRAIN_READ_OP, READ_OP)
     read_kind = np.where(txn, np.where(ok, TXN_OK_READ_OP, TXN_READ_OP), -1).astype(np.int8)
-    rc = _bools(pc.not_equal(pc.fill_null(t["isolation"], "read_committed"), "read_uncommitted"))
-    parts = []
-    for name, kinds in (("messages", kind), ("reads", read_kind)):
-        rows = np.flatnonzero(kinds >= 0)
+    parents, positions, kinds, structs = [], [], [], []
+    for name, of in (("messages", kind), ("reads", read_kind)):
+        rows = np.flatnonzero(of >= 0)
         if not len(rows):
             continue
         lists = t[name].chunk(0).take(pa.array(rows))
@@ -159,14 +161,31 @@ def flatten(t: pa.Table) -> pa.Table:
             continue
         parent = rows[pc.list_parent_indices(lists).to_numpy()]
         offs = lists.offsets.to_numpy()
-        pos = np.arange(len(msgs)) - np.repeat(offs[:-1] - offs[0], np.diff(offs))
-        at = pa.array(parent)
-        parts.append(pa.Table.from_arrays([
-            t["run"].take(at), msgs.field("partition"), t["invoke_index"].take(at), pa.array(pos, pa.int32()),
-            pc.cast(t["process"].take(at), pa.int64()), t["producer"].take(at), pa.array(kinds[parent]),
-            pa.array(rc[parent]), t["invoke_time"].take(at), t["time"].take(at),
-            msgs.field("offset"), msgs.field("value")], schema=MESSAGE_SCHEMA))
-    return pa.concat_tables(parts) if parts else MESSAGE_SCHEMA.empty_table()
+        parents.append(parent)
+        positions.append(np.arange(len(msgs)) - np.repeat(offs[:-1] - offs[0], np.diff(offs)))
+        kinds.append(of[parent])
+        structs.append(msgs)
+    if not parents:
+        return
+    parent, pos, kinds_ = np.concatenate(parents), np.concatenate(positions), np.concatenate(kinds)
+    msgs = pa.concat_arrays(structs) if len(structs) > 1 else structs[0]
+    run = _np(t["run"])[parent].astype(np.int64)
+    part = _np(msgs.field("partition"), _NO_PARTITION).astype(np.int64)
+    code = (run - run.min()) * (part.max() - part.min() + 1) + (part - part.min())
+    order = np.argsort(code.astype(np.int16) if code.max() < 2**15 else code, kind="stable")
+    at, code = pa.array(parent[order]), code[order]
+    rc = ~is_value(t["isolation"], "read_uncommitted")     # null: read_committed
+    producer = t["producer"].take(at)
+    flat = pa.Table.from_arrays([
+        t["invoke_index"].take(at), pa.array(pos[order], pa.int32()), pc.cast(t["process"].take(at), pa.int64()),
+        pc.cast(producer, pa.string()) if pa.types.is_dictionary(producer.type) else producer,
+        pa.array(kinds_[order]), pa.array(rc[parent[order]]), t["invoke_time"].take(at), t["time"].take(at),
+        msgs.field("offset").take(pa.array(order)), msgs.field("value").take(pa.array(order))],
+        schema=MESSAGE_SCHEMA)
+    starts = np.flatnonzero(np.r_[True, code[1:] != code[:-1]])
+    for s, e in zip(starts, np.r_[starts[1:], len(code)]):
+        p = int(part[order[s]])
+        yield int(run[order[s]]), None if p == _NO_PARTITION else p, flat.slice(s, e - s)
 
 
 _ZSTD = pa.ipc.IpcWriteOptions(compression="zstd")
@@ -185,23 +204,26 @@ def unblob(b: Any) -> pa.Table:
     return pa.ipc.open_stream(b).read_all()
 
 
-def pieces(tables: Iterator[tuple[int, pa.Table]]) -> Iterator[pa.RecordBatch]:
-    """A task's messages, one IPC blob per (run, partition) (more when large)."""
-    flat = pa.concat_tables([MESSAGE_SCHEMA.empty_table()] + [flatten(t) for _, t in tables]).combine_chunks()
-    if not flat.num_rows:
-        return
-    flat = flat.sort_by([("run", "ascending"), ("partition", "ascending")])
-    run, part = flat["run"].to_numpy(), pc.fill_null(flat["partition"], -2**31).to_numpy()
-    cut = np.flatnonzero(np.r_[True, (run[1:] != run[:-1]) | (part[1:] != part[:-1])])
-    ends = np.r_[cut[1:], len(run)]
-    per_row = max(1, flat.nbytes // max(1, flat.num_rows))
-    step = max(1, PIECE_BYTES // per_row)
-    runs, parts, blobs = [], [], []
-    for s, e in zip(cut, ends):
-        for a in range(s, e, step):
-            piece = flat.slice(a, min(step, e - a))
-            runs.append(int(run[s]))
-            parts.append(piece["partition"][0].as_py())
-            blobs.append(blob(piece))
-    yield pa.RecordBatch.from_arrays([pa.array(runs, pa.int32()), pa.array(parts, pa.int32()),
-                                      pa.array(blobs, pa.binary())], names=["run", "partition", "blob"])
+class Pieces:
+    """A task's messages gathered per (run, partition) and let go as IPC
+    blobs of about ``PIECE_BYTES`` (a row on the JVM heap on its way)."""
+
+    def __init__(self) -> None:
+        self.held: dict[tuple[int, int | None], list[pa.Table]] = {}
+        self.size: dict[tuple[int, int | None], int] = {}
+
+    def add(self, run: int, partition: int | None, t: pa.Table) -> Iterator[tuple[int, int | None, bytes]]:
+        key = (run, partition)
+        self.held.setdefault(key, []).append(t)
+        self.size[key] = self.size.get(key, 0) + t.nbytes
+        if self.size[key] >= PIECE_BYTES:
+            yield self._take(key)
+
+    def rest(self) -> Iterator[tuple[int, int | None, bytes]]:
+        for key in list(self.held):
+            yield self._take(key)
+
+    def _take(self, key: tuple[int, int | None]) -> tuple[int, int | None, bytes]:
+        tables = self.held.pop(key)
+        del self.size[key]
+        return key[0], key[1], blob(pa.concat_tables(tables).combine_chunks())

@@ -9,13 +9,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .spark_partition import is_value
+
 NS = 1_000_000_000
 KEYS = ["run", "f", "type", "client", "drain", "s"]
 
 
 def partial_counts(t: pa.Table) -> pa.Table:
     """Ops counted by (run, f, type, client, drain, second of completion)."""
-    client = pc.fill_null(pc.equal(t["role"], "client"), False)
+    client = pa.array(is_value(t["role"], "client"))
     time = t["time"]
     second = pc.if_else(pc.and_(client, pc.is_valid(time)),
                         pa.array(np.floor_divide(np.asarray(pc.fill_null(time, 0).to_numpy(zero_copy_only=False)),

@@ -46,6 +46,10 @@ def _pairs(keys: np.ndarray, sorted_vals: np.ndarray) -> tuple[np.ndarray, np.nd
 
 def txn_reads(plog: "PartitionLog") -> None:
     """aborted-read and precommitted-read (txn.check_txn_reads)."""
+    if not plog.txn_w.any():        # no txn wrote here: nothing to pair the reads with
+        for typ in READ_TYPES:
+            plog.out.count(typ, 0)
+        return
     rm = plog.read & plog.rc
     order = np.argsort(plog.val[rm], kind="stable")
     rv, ro, rid, rtd = (a[rm][order] for a in (plog.val, plog.off, plog.ids, plog.t_done))
@@ -110,6 +114,9 @@ def txn_edges(plog: "PartitionLog") -> None:
     """ww and wr edges of this partition (txn.data_edges), as one row: ``blob``
     holds int64 (from, to, kind code, offset) per edge."""
     cm = plog.txn_w & ((plog.kind == ACK) | (plog.kind == OK_NO_OFFSET))      # committed txns' writes
+    if not cm.any():                # no committed txn wrote here: no edge
+        plog.out.rows.append({"what": "edges", "blob": b""})
+        return
     cv, cid = plog.val[cm], plog.ids[cm]
     order = np.lexsort((cid, cv))
     s, _ = _groups([cv[order]])

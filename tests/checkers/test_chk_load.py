@@ -101,7 +101,7 @@ def test_reference_checker_that_raises_gives_unknown(tmp_path: Path, monkeypatch
 def test_spark_pass_that_raises_gives_unknown(tmp_path: Path, monkeypatch: Any, spark: Any) -> None:
     import checkers.spark as engine
 
-    def boom(spark: Any, src: Any, ctx: Any) -> Any:
+    def boom(spark: Any, first: Any, ctx: Any) -> Any:
         return spark.range(1).selectExpr("no_such_column").collect()      # fails inside Spark
     monkeypatch.setattr(engine, "partition_results", boom)
     r = checkers.check(small().write(tmp_path / "history.jsonl"), cfg("spark"), spark=spark)
@@ -120,7 +120,7 @@ def test_partition_check_that_raises_is_isolated(monkeypatch: Any) -> None:
         raise RuntimeError("kaput")
     monkeypatch.setattr(spark_partition.PartitionLog, "phantom", boom)
     from checkers.spark_scan import MESSAGE_SCHEMA
-    t = pa.Table.from_pydict({"run": [0, 0], "partition": [0, 0], "id": [1, 3], "pos": [0, 0], "process": [0, 5],
+    t = pa.Table.from_pydict({"id": [1, 3], "pos": [0, 0], "process": [0, 5],
                               "producer": [None, None], "kind": [0, 4], "rc": [True, True], "t_inv": [1, 3],
                               "t_done": [2, 4], "offset": [0, 0], "value": [1, 1]}, schema=MESSAGE_SCHEMA)
     key = (pa.scalar(0, pa.int32()), pa.scalar(0, pa.int32()))
