@@ -12,11 +12,12 @@ with the error, for every run; the rest still report.
 """
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import time
 from collections import defaultdict
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -50,7 +51,10 @@ def analyze_runs(spark: Any, parquet_path: str, settings: Settings,
     if src.rows < SMALL:
         spark.conf.set(key, "1")
     try:
-        return _analyze(spark, src, read_ops(spark, parquet_path), settings, {} if timings is None else timings)
+        # the ops as a DataFrame, for the txn and group passes only: made when first asked for
+        # (on a cold session it costs about 0.5 s, and most histories have neither)
+        ops = functools.cache(lambda: read_ops(spark, parquet_path))
+        return _analyze(spark, src, ops, settings, {} if timings is None else timings)
     finally:
         spark.conf.set(key, saved)
 
@@ -73,9 +77,9 @@ class _Runs:
                 self.found[r][t] = Finding(error=msg)
 
 
-def _analyze(spark: Any, src: Source, ops: Any, settings: Settings,
+def _analyze(spark: Any, src: Source, ops: Callable[[], Any], settings: Settings,
              timings: dict[str, float]) -> dict[int, RunFindings]:
-    """``src``: the file's row groups (the hot passes); ``ops``: the same as a
+    """``src``: the file's row groups (the hot passes); ``ops()``: the same as a
     DataFrame (the transaction and group passes)."""
     t0 = time.monotonic()
     first = first_pass(spark, src)
@@ -85,7 +89,7 @@ def _analyze(spark: Any, src: Source, ops: Any, settings: Settings,
         first.close()
 
 
-def _checks(spark: Any, src: Source, ops: Any, settings: Settings, timings: dict[str, float],
+def _checks(spark: Any, src: Source, ops: Callable[[], Any], settings: Settings, timings: dict[str, float],
             first: FirstPass, t0: float) -> dict[int, RunFindings]:
     k = settings.max_witnesses
     stats, ctl = first.stats, first.control

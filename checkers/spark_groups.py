@@ -18,7 +18,7 @@ import json
 import logging
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -55,7 +55,7 @@ class GroupPass:
     """The group checks of one ``spark._analyze`` call; its failures mark only its types
     (and the poll-chain types when the rebalances could not be had)."""
 
-    def __init__(self, ops: Any, acc: Any, k: int):
+    def __init__(self, ops: Callable[[], Any], acc: Any, k: int):
         self.ops, self.acc, self.k = ops, acc, k
         self.runs = sorted(r for r, b in acc.base.items() if "commit" in b["ops"] or "rebalance" in b["ops"])
         self.gctx = GroupContext(k=k)
@@ -74,14 +74,14 @@ class GroupPass:
     def _prepare(self, ctx: Context) -> None:
         from pyspark.sql import Window
         from pyspark.sql import functions as F
-        ops = self.ops.filter((F.col("role") == "client") & F.col("run").isin(self.runs))
+        ops = self.ops().filter((F.col("role") == "client") & F.col("run").isin(self.runs))
         rows = [r.asDict(recursive=True) for r in ops.filter(F.col("f").isin("commit", "rebalance")).select(
             "run", "invoke_index", "invoke_time", "time", "process", "type", "f", "group", "committed",
             "partitions", "revoked", "value").collect()]
         members = sorted({(r["run"], r["process"]) for r in rows if r["f"] == "rebalance"})
         after: dict[tuple[int, int], tuple[int, int] | None] = {}
         if members:
-            spark = self.ops.sparkSession
+            spark = self.ops().sparkSession
             mdf = spark.createDataFrame(members, "run int, process bigint")
             w = (Window.partitionBy("run", "process").orderBy("invoke_index")
                  .rowsBetween(Window.unboundedPreceding, -1))
@@ -170,7 +170,7 @@ class GroupPass:
 
     def _backwards(self) -> None:
         from pyspark.sql import functions as F
-        ops = self.ops
+        ops = self.ops()
         c = (ops.filter((F.col("role") == "client") & (F.col("f") == "commit") & (F.col("type") == "ok")
                         & F.col("group").isNotNull() & F.col("run").isin(self.runs))
              .select("run", "group", F.col("invoke_index").alias("id"), F.col("invoke_time").alias("inv"),
@@ -199,7 +199,7 @@ class GroupPass:
     def _partitions(self) -> None:
         from pyspark.sql import functions as F
         client = F.col("role") == "client"
-        ops = self.ops.filter(client & F.col("run").isin(self.runs))
+        ops = self.ops().filter(client & F.col("run").isin(self.runs))
         ru = F.coalesce(F.col("isolation") == "read_uncommitted", F.lit(False))
         base = ["run", F.col("invoke_index").alias("id"), "process", F.col("time").alias("t_done"), "group",
                 ru.alias("ru"), F.coalesce(F.col("drain"), F.lit(False)).alias("drain")]

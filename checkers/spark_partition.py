@@ -83,6 +83,8 @@ def is_value(col: pa.ChunkedArray | pa.Array, *values: str) -> np.ndarray:
     if not pa.types.is_dictionary(a.type):
         return _bools(pc.is_in(a, pa.array(values, pa.string())))
     hits = [i for i, x in enumerate(a.dictionary.to_pylist()) if x in values]
+    if len(hits) == 1:
+        return _np(a.indices, -1) == hits[0]
     return np.isin(_np(a.indices, -1), hits) if hits else np.zeros(len(a), bool)
 
 

@@ -188,7 +188,7 @@ def cut(t: pa.Table) -> Iterator[tuple[int, int | None, pa.Table]]:
         yield int(run[order[s]]), None if p == _NO_PARTITION else p, flat.slice(s, e - s)
 
 
-_ZSTD = pa.ipc.IpcWriteOptions(compression="zstd")
+_ZSTD = pa.ipc.IpcWriteOptions(compression=pa.Codec("zstd", -1))
 
 
 def blob(t: pa.Table) -> bytes:

@@ -17,7 +17,7 @@ Three places, none of which brings every op to the driver:
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 from pyspark.sql import DataFrame, Window
@@ -149,14 +149,14 @@ def _client_txns(ops: DataFrame) -> DataFrame:
     return ops.filter((F.col("role") == "client") & (F.col("f") == "txn"))
 
 
-def prepare(ops: DataFrame, ctx: "Context", acc: "_Runs") -> None:
+def prepare(ops: Callable[[], DataFrame], ctx: "Context", acc: "_Runs") -> None:
     """Before the partition pass: which partitions a rebalance named right
     after each op (txn.rebalanced), for the int-poll checks. Nothing to do
     without txns or rebalances. A failure is kept for ``finish`` to report."""
     if not any("txn" in b["ops"] for b in acc.base.values()):
         return
     try:
-        _rebalanced(ops, ctx)
+        _rebalanced(ops(), ctx)
     except Exception as e:  # noqa: BLE001 - reported by finish, never a pass
         ctx.rebalanced.clear()
         acc.txn_prepare_error = f"rebalances: {type(e).__name__}: {str(e).strip()[:300]}"  # type: ignore[attr-defined]
@@ -179,7 +179,8 @@ def _rebalanced(ops: DataFrame, ctx: "Context") -> None:
         ctx.rebalanced[key] = ctx.rebalanced.get(key, frozenset()) | named[(r["run"], r["rb"])]
 
 
-def finish(ops: DataFrame, ctx: "Context", acc: "_Runs", rows: list[Any] | None, settings: Settings) -> None:
+def finish(ops: Callable[[], DataFrame], ctx: "Context", acc: "_Runs", rows: list[Any] | None,
+           settings: Settings) -> None:
     """After the partition pass: torn-transaction, the cycle types, and ok txns
     with writes as acknowledged sends (``has_ok_send``). A failure marks its
     types with the error."""
@@ -197,7 +198,7 @@ def finish(ops: DataFrame, ctx: "Context", acc: "_Runs", rows: list[Any] | None,
         acc.fail(failed, ("int-poll-skip", "int-nonmonotonic-poll"), txn_runs)
     try:
         nodes: dict[int, list[tuple[int, Any, int, int]]] = defaultdict(list)
-        for r in (_client_txns(ops).filter((F.col("type") == "ok") & F.col("time").isNotNull())
+        for r in (_client_txns(ops()).filter((F.col("type") == "ok") & F.col("time").isNotNull())
                   .select("run", "invoke_index", "process", "invoke_time", "time",
                           (F.size("messages") > 0).alias("writes")).collect()):
             nodes[r["run"]].append((r["invoke_index"], r["process"], r["invoke_time"], r["time"]))
@@ -215,7 +216,7 @@ def finish(ops: DataFrame, ctx: "Context", acc: "_Runs", rows: list[Any] | None,
     except Exception as e:  # noqa: BLE001 - never a pass on a crash
         acc.fail(f"cycles: {type(e).__name__}: {str(e).strip()[:300]}", cycle_types, txn_runs)
     try:
-        for run, f in torn(ops, ctx, k).items():
+        for run, f in torn(ops(), ctx, k).items():
             acc.found[run]["torn-transaction"] = f
     except Exception as e:  # noqa: BLE001
         acc.fail(f"torn: {type(e).__name__}: {str(e).strip()[:300]}", ("torn-transaction",), txn_runs)
