@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -382,15 +382,16 @@ def _polls(out: Out, ctx: Context, run: int, p: int, read: np.ndarray, off: np.n
         return
     pr, cu = order[:-1], order[1:]
     chained = (proc[pr] == proc[cu]) & (drain[pr] == drain[cu])
-    for q in unique(proc[cu][chained]):
+    for q, at in _per_process(proc[cu], chained):
         resets = ctx.resets.get((run, int(q)))
         if resets is not None and ctx.kept:
             resets = resets[np.array([p not in ctx.kept.get((run, int(q), int(i)), ()) for i in resets], bool)]
         if resets is None or not len(resets):
             continue
-        m = chained & (proc[cu] == q)
-        between = np.searchsorted(resets, ids[cu][m], "left") - np.searchsorted(resets, ids[pr][m], "right")
-        chained[m] = between <= 0
+        m = chained[at]          # a view: writes go to chained
+        between = (np.searchsorted(resets, ids[cu[at]][m], "left")
+                   - np.searchsorted(resets, ids[pr[at]][m], "right"))
+        m[m] = between <= 0
     _rebalance_cuts(ctx, run, p, proc, ids, pr, cu, chained)
     # known offsets strictly between the two reads (a read_committed reader's: known_rc)
     rank_p, rank_c = np.searchsorted(known, off[pr], "right"), np.searchsorted(known, off[cu])
@@ -420,13 +421,21 @@ def _rebalance_cuts(ctx: Context, run: int, p: int, proc: np.ndarray, ids: np.nd
                     cu: np.ndarray, chained: np.ndarray) -> None:
     """Unchain the links (a, b) of reads of p that a rebalance of p (lo, hi) cuts:
     a <= hi and b >= lo (groups.chain_cuts, reference.check_polls)."""
-    for q in unique(proc[cu][chained]):
+    for q, at in _per_process(proc[cu], chained):
         cuts = [(lo, hi) for lo, hi, parts in ctx.rebalances.get((run, int(q)), ()) if p in parts]
         if not cuts:
             continue
         cuts.sort(key=lambda c: c[1])
         his = np.array([hi for _, hi in cuts], np.int64)
         lows = np.minimum.accumulate(np.array([lo for lo, _ in cuts], np.int64)[::-1])[::-1]  # min lo from i on
-        m = chained & (proc[cu] == q)
-        j = np.searchsorted(his, ids[pr][m], "left")
-        chained[m] = ~((j < len(his)) & (lows[np.minimum(j, len(his) - 1)] <= ids[cu][m]))
+        m = chained[at]          # a view: writes go to chained
+        j = np.searchsorted(his, ids[pr[at]][m], "left")
+        m[m] = ~((j < len(his)) & (lows[np.minimum(j, len(his) - 1)] <= ids[cu[at]][m]))
+
+
+def _per_process(procs: np.ndarray, chained: np.ndarray) -> Iterator[tuple[int, slice]]:
+    """(process, its slice) of each process with a chained link; ``procs`` is
+    sorted (the links are in process order), so each is a slice, not a mask
+    over every link: a run whose clients crash has a process per crash."""
+    for q in unique(procs[chained]):
+        yield int(q), slice(int(np.searchsorted(procs, q, "left")), int(np.searchsorted(procs, q, "right")))
