@@ -203,8 +203,13 @@ class PartitionLog:
                         pov_first[gs[g]:ge[g]])
         # every inconsistent offset and its earliest ack time (-1: none), for the election step
         inc = pov_o[gs[bad]]
-        ao, at = self.off[self.ack], self.t_done[self.ack]
-        first = np.array([at[ao == o].min() if (ao == o).any() else -1 for o in inc], np.int64)
+        first = np.full(len(inc), -1, np.int64)
+        if len(inc):        # by slices of the acks in offset order: a bad election can leave thousands
+            ao, at = self.off[self.ack], self.t_done[self.ack]
+            o = np.argsort(ao, kind="stable")
+            ao, at = ao[o], at[o]
+            lo, hi = np.searchsorted(ao, inc, "left"), np.searchsorted(ao, inc, "right")
+            first = np.array([at[a:b].min() if b > a else -1 for a, b in zip(lo, hi)], np.int64)
         self.out.rows.append({"what": "inconsistent", "offsets": inc.tolist(), "blob": first.tobytes()})
         o2 = np.lexsort((pov_o, pov_v))
         dv, do, df = pov_v[o2], pov_o[o2], pov_first[o2]
