@@ -46,7 +46,7 @@ MESSAGE_SCHEMA = pa.schema([     # one Kafka partition's messages: no run or par
 ])
 BLOB_DDL = "what string, at int, blob binary"   # at: the row group's place in Source.groups
 _NO_PARTITION = -2**31
-PIECE_BYTES = 8 << 20      # uncompressed bytes of a piece, about
+PIECE_BYTES = 8 << 20      # uncompressed bytes of a piece at most (a row on the JVM heap on its way)
 # read as dictionaries: a few distinct values each; decoding them was most of a row group's read
 DICTIONARY_COLUMNS = ("role", "type", "f", "producer", "isolation", "error", "node", "group", "fault")
 _TYPES = {f.name: f.type for f in PARQUET_SCHEMA} | {"run": pa.int32()}
@@ -212,7 +212,8 @@ def unblob(b: Any) -> pa.Table:
 
 class Pieces:
     """A task's messages gathered per (run, partition) and let go as IPC
-    blobs of about ``PIECE_BYTES`` (a row on the JVM heap on its way)."""
+    blobs of at most ``PIECE_BYTES`` uncompressed (each is a row on the JVM
+    heap on its way; a row group of long polls is split by rows)."""
 
     def __init__(self) -> None:
         self.held: dict[tuple[int, int | None], list[pa.Table]] = {}
@@ -220,10 +221,13 @@ class Pieces:
 
     def add(self, run: int, partition: int | None, t: pa.Table) -> Iterator[tuple[int, int | None, bytes]]:
         key = (run, partition)
-        self.held.setdefault(key, []).append(t)
-        self.size[key] = self.size.get(key, 0) + t.nbytes
-        if self.size[key] >= PIECE_BYTES:
-            yield self._take(key)
+        step = max(1, PIECE_BYTES // max(1, t.nbytes // max(1, t.num_rows)))    # rows of at most PIECE_BYTES
+        for a in range(0, t.num_rows, step):
+            part = t.slice(a, step)
+            if self.size.get(key, 0) + part.nbytes > PIECE_BYTES and key in self.held:
+                yield self._take(key)
+            self.held.setdefault(key, []).append(part)
+            self.size[key] = self.size.get(key, 0) + part.nbytes
 
     def rest(self) -> Iterator[tuple[int, int | None, bytes]]:
         for key in list(self.held):
