@@ -197,16 +197,23 @@ class KafkaCluster:
         from confluent_kafka.admin import NewTopic
         if replication_factor > len(self.nodes):
             raise UsageError(f"replication factor {replication_factor} is above the node count {len(self.nodes)}")
-        admin = self.admin()
-        fut = admin.create_topics([NewTopic(topic, partitions, replication_factor,
-                                            config={k: property_value(v) for k, v in (config or {}).items()})],
-                                  operation_timeout=30)[topic]
-        try:
-            fut.result(timeout=timeout_s)
-        except Exception as exc:
-            if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                raise TopicError(f"creating topic {topic!r}: {exc}") from exc
+        new = NewTopic(topic, partitions, replication_factor,
+                       config={k: property_value(v) for k, v in (config or {}).items()})
         deadline = time.monotonic() + timeout_s
+        admin = self.admin()
+        while True:
+            try:
+                admin.create_topics([new], operation_timeout=30)[topic].result(
+                    timeout=max(1.0, deadline - time.monotonic()))
+                break
+            except Exception as exc:
+                if "TOPIC_ALREADY_EXISTS" in str(exc):  # also a retry of a create that took
+                    break
+                if not _transient(exc) or time.monotonic() >= deadline:
+                    raise TopicError(f"creating topic {topic!r}: {exc}") from exc
+                log.info("creating topic %r: %s; retrying", topic, exc)
+                time.sleep(0.5)
+                admin = self.admin()
         while time.monotonic() < deadline:
             states = self.partition_states(topic, admin)
             if len(states) == partitions and all(s.leader is not None and s.leader >= 0 for s in states):
@@ -302,3 +309,14 @@ def _quiet_logger():
     """librdkafka logs connection errors to stderr by default; route them to logging."""
     lg = logging.getLogger("kchaos.librdkafka")
     return lg
+
+
+def _transient(exc: BaseException) -> bool:
+    """An admin request that failed in the client (librdkafka's local errors,
+    negative codes: a broker handle torn down, a timeout, a transport error) or
+    with an error Kafka marks retriable may succeed when asked again."""
+    err = exc.args[0] if exc.args else None
+    code = getattr(err, "code", None)
+    if not callable(code):
+        return False
+    return code() < 0 or bool(err.retriable())

@@ -4,7 +4,9 @@ from __future__ import annotations
 import time
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
+from broker.cluster import TopicError, _transient
 from tests.kafka_io import produce, read_all
 
 pytestmark = pytest.mark.cluster
@@ -86,3 +88,22 @@ def test_logs_and_config_are_collected(kafka_cluster, tmp_path):
         assert {"server.log", "server.properties", "kafka.out"} <= files
         props = (tmp_path / node.name / "server.properties").read_text()
         assert f"node.id={node.name[1:]}" in props and "process.roles=broker,controller" in props
+
+
+def test_creating_a_topic_again_is_done_and_a_bad_config_fails_at_once(kafka_cluster, topic_name, caplog):
+    kafka = kafka_cluster.kafka
+    kafka.create_topic(topic_name, partitions=1, replication_factor=3)
+    kafka.create_topic(topic_name, partitions=1, replication_factor=3)  # TOPIC_ALREADY_EXISTS: done
+    assert len(kafka.partition_states(topic_name)) == 1
+    caplog.set_level("INFO", logger="broker.cluster")
+    with pytest.raises(TopicError, match="min.insync.replicas"):
+        kafka.create_topic(topic_name + "-bad", partitions=1, replication_factor=3,
+                           config={"min.insync.replicas": "many"})
+    assert not [r for r in caplog.records if "retrying" in r.getMessage()], "a rejected config was retried"
+
+
+def test_only_client_side_and_retriable_errors_are_transient():
+    assert _transient(KafkaException(KafkaError(KafkaError._DESTROY_BROKER)))
+    assert _transient(KafkaException(KafkaError(KafkaError.NOT_CONTROLLER, retriable=True)))
+    assert not _transient(KafkaException(KafkaError(KafkaError.INVALID_REPLICATION_FACTOR)))
+    assert not _transient(ValueError("not a Kafka error"))
