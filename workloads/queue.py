@@ -324,10 +324,9 @@ class QueueClient:
 
     def _poll(self, op: Op) -> Op:
         consumer = self._get_consumer()
-        ctx = self.ctx
         errors: list[Any]
         try:
-            msgs = consumer.consume(ctx.poll_max_messages, ctx.poll_timeout_s)
+            msgs = self._consume(consumer)
         except KafkaException as exc:
             msgs, errors = [], [exc.args[0]]
         else:
@@ -341,6 +340,10 @@ class QueueClient:
                 return completion(op, OK, value, node=self._node)
         return completion(op, FAIL if self._positions_unchanged(consumer) else INFO, None,
                           errors_text(errors), self._node)
+
+    def _consume(self, consumer: Consumer) -> list:
+        """The messages (and error events) one poll op hands to the history."""
+        return consumer.consume(self.ctx.poll_max_messages, self.ctx.poll_timeout_s)
 
     def _positions_unchanged(self, consumer: Consumer) -> bool:
         """After a poll that returned only errors: is every assigned
