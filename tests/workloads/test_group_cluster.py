@@ -81,7 +81,7 @@ def _member(bootstrap: str, topic: str, group: str, process: int, seconds: float
 def test_members_of_a_new_group_never_go_back_without_a_rebalance(kafka_cluster):
     """The old async commit (pause, seek back, resume) failed this once in 40
     attempts ("process 2 partition 2: after 799 read 0"; a plain-client
-    stress of it, 10 in 72): librdkafka's offset query timer outlives a
+    stress of it, 7 in 72): librdkafka's offset query timer outlives a
     pause/resume during the first offset reset (docs/design.md)."""
     import threading
     kafka = kafka_cluster.kafka
