@@ -15,10 +15,8 @@ into the run folder.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -35,17 +33,6 @@ def runs(paths: list[Path]) -> list[Path]:
     return sorted(found)
 
 
-def stored_config(run: Path) -> dict[str, Any]:
-    cfg: dict[str, Any] = {}
-    path = run / "config.json"
-    if path.exists():
-        stored = json.loads(path.read_text(encoding="utf-8"))
-        cfg.update(stored.get("checker") or {})
-        if isinstance(stored.get("client_settings"), dict):
-            cfg["client_settings"] = stored["client_settings"]
-    return cfg
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("paths", type=Path, nargs="+")
@@ -59,7 +46,7 @@ def main() -> int:
     differ = 0
     try:
         for run in found:
-            cfg = stored_config(run)
+            cfg = checkers.stored_checker_config(run)
             records = load_records(run, history_header(run / "history.jsonl").get("wall_ns_at_zero"))
             src = run / "history.parquet" if checkers.parquet_is_current(run / "history.jsonl",
                                                                         run / "history.parquet") \

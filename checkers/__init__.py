@@ -222,6 +222,21 @@ def write_results(result: CheckResult, path: str | Path) -> None:
     tmp.replace(path)
 
 
+def stored_checker_config(run_dir: str | Path) -> dict[str, Any]:
+    """The "checker" section of run_dir/config.json, with the client settings
+    the run stored (they tell the checkers which anomalies the settings allow)."""
+    cfg: dict[str, Any] = {}
+    cfg_file = Path(run_dir) / "config.json"
+    if cfg_file.exists():
+        stored = json.loads(cfg_file.read_text(encoding="utf-8"))
+        section = stored.get("checker")
+        if isinstance(section, dict):
+            cfg.update(section)
+        if isinstance(stored.get("client_settings"), dict):
+            cfg["client_settings"] = stored["client_settings"]
+    return cfg
+
+
 def analyze_run(run_dir: str | Path, config: dict[str, Any] | None = None, *, spark: Any = None) -> CheckResult:
     """history.parquet (the run's own when current, else converted from
     history.jsonl, on Spark while the session starts) -> results.json in ``run_dir``. results.json's "checker"
@@ -232,15 +247,7 @@ def analyze_run(run_dir: str | Path, config: dict[str, Any] | None = None, *, sp
     "unknown", the error named) before HistoryFormatError propagates.
     """
     run_dir = Path(run_dir)
-    cfg: dict[str, Any] = {}
-    cfg_file = run_dir / "config.json"
-    if cfg_file.exists():
-        stored = json.loads(cfg_file.read_text(encoding="utf-8"))
-        section = stored.get("checker")
-        if isinstance(section, dict):
-            cfg.update(section)
-        if isinstance(stored.get("client_settings"), dict):
-            cfg["client_settings"] = stored["client_settings"]
+    cfg = stored_checker_config(run_dir)
     cfg.update(config or {})
     settings = Settings.from_config(cfg)
     t0 = time.monotonic()

@@ -3,6 +3,7 @@ commit's wait polls is held for the next poll op, never skipped or read twice.""
 from __future__ import annotations
 
 import random
+import threading
 import time
 
 import pytest
@@ -16,9 +17,8 @@ pytestmark = pytest.mark.cluster
 N = 300
 
 
-def test_async_commit_holds_what_its_wait_polled_for_the_next_poll(kafka_cluster):
-    kafka = kafka_cluster.kafka
-    topic = f"grp-{random.randrange(1 << 30):08x}"
+def test_async_commit_holds_what_its_wait_polled_for_the_next_poll(kafka_cluster, topic_name):
+    kafka, topic = kafka_cluster.kafka, topic_name
     kafka.create_topic(topic, partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
     produce(kafka.bootstrap(), topic, list(range(N)), partition=0)
     client = GroupClient()
@@ -78,14 +78,12 @@ def _member(bootstrap: str, topic: str, group: str, process: int, seconds: float
 
 
 @pytest.mark.long
-def test_members_of_a_new_group_never_go_back_without_a_rebalance(kafka_cluster):
+def test_members_of_a_new_group_never_go_back_without_a_rebalance(kafka_cluster, topic_name):
     """The old async commit (pause, seek back, resume) failed this once in 40
     attempts ("process 2 partition 2: after 799 read 0"; a plain-client
     stress of it, 7 in 72): librdkafka's offset query timer outlives a
     pause/resume during the first offset reset (docs/design.md)."""
-    import threading
-    kafka = kafka_cluster.kafka
-    topic = f"grp-{random.randrange(1 << 30):08x}"
+    kafka, topic = kafka_cluster.kafka, topic_name
     kafka.create_topic(topic, partitions=3, replication_factor=3, config={"min.insync.replicas": 2})
     stop = threading.Event()
 
