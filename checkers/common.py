@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from .history import SAMPLER, START, FaultTracker, NemesisOp
 from .model import witness_op
@@ -151,8 +151,9 @@ class RunFindings:
     election_source: dict[str, Any] = field(default_factory=dict)
 
 
-def percentile(sorted_values: list[float], p: float) -> float:
-    """Linear interpolation between closest ranks, as Spark's exact ``percentile``."""
+def percentile(sorted_values: Sequence[float], p: float) -> float:
+    """Linear interpolation between closest ranks, as Spark's exact
+    ``percentile`` (a list, or a numpy array of floats)."""
     pos = (len(sorted_values) - 1) * p
     lo, hi = int(pos // 1), -int(-pos // 1)
     if lo == hi:

@@ -8,7 +8,9 @@ A run's history.parquet is written as the run goes (``harness.history``); it
 is current when its footer says it covers the JSONL byte for byte
 (``JSONL_BYTES``). Otherwise (an interrupted run, an old run, a hand-written
 history) ``history_to_parquet`` converts the JSONL, column by column
-(``checkers.convert``) or, for what that cannot read, op by op.
+(``checkers.convert``) or, for what that cannot read, op by op. Every writer
+of history.parquet is a ``PairedOpsWriter``, which writes the message index
+beside it (``checkers.messages``).
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .history import read_history
-
+from .messages import IndexWriter, index_path
 from .model import PARQUET_SCHEMA, PairedOp, pair_ops
 
 log = logging.getLogger(__name__)
@@ -34,19 +36,68 @@ def _schema(with_run: bool) -> pa.Schema:
     return PARQUET_SCHEMA.insert(0, pa.field("run", pa.int32())) if with_run else PARQUET_SCHEMA
 
 
+class PairedOpsWriter:
+    """history.parquet and its message index (``messages.index_path``),
+    written together: the index cuts each table as it is written. ``close``
+    writes the history's footer, then the index's, which names the history's
+    (``messages.footprint``); until then neither file reads as complete."""
+
+    def __init__(self, path: Path, schema: pa.Schema = PARQUET_SCHEMA):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._history = pq.ParquetWriter(self.path, schema)
+        self._index = IndexWriter(index_path(self.path))
+
+    def write(self, table: pa.Table, row_group_size: int = ROW_GROUP) -> None:
+        self._history.write_table(table, row_group_size=row_group_size)
+        self._index.add(table)
+
+    def close(self, metadata: dict[bytes, bytes] | None = None) -> None:
+        if metadata:
+            self._history.add_key_value_metadata(metadata)
+        self._history.close()
+        self._index.close(self.path)
+
+    def discard(self) -> None:
+        """Close and remove both (an error while writing: nothing half-made stays)."""
+        try:
+            self._history.close()
+        except Exception:  # noqa: BLE001
+            pass
+        try:
+            self._index.discard()
+        finally:
+            remove_columnar(self.path)
+
+
+def remove_columnar(path: Path) -> None:
+    """Remove a history.parquet and its message index."""
+    Path(path).unlink(missing_ok=True)
+    index_path(path).unlink(missing_ok=True)
+
+
+def _replace(tmp: Path, final: Path) -> None:
+    """Move a finished tmp history and its index into place, the index first
+    (the index names the history by its footer, which a rename keeps)."""
+    index_path(tmp).replace(index_path(final))
+    tmp.replace(final)
+
+
+def _tmp(path: Path) -> Path:
+    return path.with_name(path.name.removesuffix(".parquet") + ".tmp.parquet")
+
+
 def write_parquet(runs: Iterable[tuple[int | None, Iterable[PairedOp]]], parquet_path: Path,
                   metadata: dict[bytes, bytes] | None = None) -> int:
     """Write paired ops of one run (run id None: no ``run`` column) or several."""
     runs = list(runs)
     with_run = not (len(runs) == 1 and runs[0][0] is None)
     schema = _schema(with_run)
-    if metadata:
-        schema = schema.with_metadata(metadata)
     parquet_path = Path(parquet_path)
-    parquet_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = parquet_path.with_name(parquet_path.name + ".tmp")
+    tmp = _tmp(parquet_path)
     n = 0
-    with pq.ParquetWriter(tmp, schema) as writer:
+    writer = PairedOpsWriter(tmp, schema)
+    try:
         batch: list[dict] = []
         for run, ops in runs:
             for op in ops:
@@ -55,13 +106,17 @@ def write_parquet(runs: Iterable[tuple[int | None, Iterable[PairedOp]]], parquet
                     row["run"] = run
                 batch.append(row)
                 if len(batch) >= ROW_GROUP:
-                    writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+                    writer.write(pa.Table.from_pylist(batch, schema=schema))
                     n += len(batch)
                     batch = []
         if batch or n == 0:
-            writer.write_table(pa.Table.from_pylist(batch, schema=schema))
+            writer.write(pa.Table.from_pylist(batch, schema=schema))
             n += len(batch)
-    tmp.replace(parquet_path)
+        writer.close(metadata)
+    except BaseException:
+        writer.discard()
+        raise
+    _replace(tmp, parquet_path)
     return n
 
 
@@ -75,24 +130,24 @@ def history_to_parquet(jsonl_path: Path, parquet_path: Path) -> int:
     jsonl_path, parquet_path = Path(jsonl_path), Path(parquet_path)
     size = jsonl_path.stat().st_size
     meta = {JSONL_BYTES: str(size).encode()}
-    parquet_path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = parquet_path.with_name(parquet_path.name + ".tmp")
+    tmp = _tmp(parquet_path)
     n = 0
+    writer = PairedOpsWriter(tmp)
     try:
-        with pq.ParquetWriter(tmp, PARQUET_SCHEMA.with_metadata(meta)) as writer:
-            for table in history_tables(jsonl_path):      # block by block: bounded memory
-                writer.write_table(table.replace_schema_metadata(meta), row_group_size=ROW_GROUP)
-                n += table.num_rows
-            if n == 0:
-                writer.write_table(PARQUET_SCHEMA.empty_table().replace_schema_metadata(meta))
+        for table in history_tables(jsonl_path):      # block by block: bounded memory
+            writer.write(table)
+            n += table.num_rows
+        if n == 0:
+            writer.write(PARQUET_SCHEMA.empty_table())
+        writer.close(meta)
     except Unsupported as e:
         log.info("%s: op-by-op conversion (%s)", jsonl_path, e)
-        tmp.unlink(missing_ok=True)
+        writer.discard()
         return write_parquet([(None, pair_ops(read_history(jsonl_path)))], parquet_path, meta)
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        writer.discard()
         raise
-    tmp.replace(parquet_path)
+    _replace(tmp, parquet_path)
     return n
 
 

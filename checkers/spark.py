@@ -1,9 +1,9 @@
 """The Spark engine: history.parquet (one run or many) -> RunFindings per run.
 
-Jobs of row-group tasks (spark_scan.py, spark_frames.py): one read of
-every row group for the op statistics, the control ops (nemesis, sampler,
-assign/subscribe, drain) and the messages cut by (run, partition); the
-per-partition pass over them (spark_partition.py, after one shuffle); the
+Jobs of pyarrow-reading tasks (spark_scan.py, spark_frames.py): one read of
+every row group for the op statistics and the control ops (nemesis, sampler,
+assign/subscribe, drain); the per-partition pass (spark_partition.py) over
+the message index (messages.py: built first if the history has none); the
 ops the witnesses name. Transactions and groups add their own passes
 (spark_txn.py, spark_groups.py) when a history has them. Elections are
 judged after the engine, in Python (``elections.judge``), from the lost
@@ -15,16 +15,19 @@ from __future__ import annotations
 import functools
 import json
 import logging
+import tempfile
 import time
 from collections import defaultdict
+from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from .common import Finding, RunFindings, Settings, Witness, availability, lag_summary, percentile
-from .spark_frames import FirstPass, first_pass, partition_results, read_ops, witness_ops
-from .spark_partition import ALL_TYPES, CHECKS, Context
-from .spark_scan import Source, source
+from .messages import build_index, index_is_current, index_path
+from .spark_frames import Control, control_pass, partition_results, read_ops, witness_ops
+from .spark_partition import ALL_TYPES, CHECKS, Context, unpack_sorted
+from .spark_scan import Slice, Source, history_files, index_slices, source
 from . import spark_txn
 from .spark_groups import GroupPass
 
@@ -43,20 +46,52 @@ def _err(name: str, e: BaseException | str) -> str:
 def analyze_runs(spark: Any, parquet_path: str, settings: Settings,
                  timings: dict[str, float] | None = None) -> dict[int, RunFindings]:
     """Check every run in the file; a run id with no ops is absent from the result.
-    ``timings`` gets the seconds of each job ("checks": statistics, control
-    ops and the per-partition pass; "witnesses": the ops witnesses name)."""
+    ``timings`` gets the seconds of each job ("index": building a message index
+    the history lacked; "checks": statistics, control ops and the
+    per-partition pass; "witnesses": the ops witnesses name)."""
+    timings = {} if timings is None else timings
     key = "spark.sql.shuffle.partitions"
     saved = spark.conf.get(key)
     src = source(parquet_path)
     if src.rows < SMALL:
         spark.conf.set(key, "1")
     try:
-        # the ops as a DataFrame, for the txn and group passes only: made when first asked for
-        # (on a cold session it costs about 0.5 s, and most histories have neither)
-        ops = functools.cache(lambda: read_ops(spark, parquet_path))
-        return _analyze(spark, src, ops, settings, {} if timings is None else timings)
+        with tempfile.TemporaryDirectory(prefix="kchaos-index-") as scratch:
+            indexes = []
+            for f in history_files(parquet_path):
+                own = index_path(f)
+                if index_is_current(f, own):
+                    indexes.append(own)
+                else:
+                    t0 = time.monotonic()
+                    indexes.append(_build_index(f, Path(scratch)))
+                    timings["index"] = timings.get("index", 0.0) + time.monotonic() - t0
+            slices = index_slices(indexes)
+            # the ops as a DataFrame, for the txn and group passes only: made when first asked for
+            # (on a cold session it costs about 0.5 s, and most histories have neither)
+            ops = functools.cache(lambda: read_ops(spark, parquet_path))
+            return _analyze(spark, src, slices, ops, settings, timings)
     finally:
         spark.conf.set(key, saved)
+
+
+def _build_index(history: Path, scratch: Path) -> Path:
+    """A message index for a history without a current one, built beside it
+    (where a cluster's workers find it, as they find the history) or, in a
+    folder that is not writable, in ``scratch``."""
+    own = index_path(history)
+    log.info("%s: no current message index; building one", history)
+    tmp = own.with_name(f"{own.name}.{time.monotonic_ns()}.tmp")
+    try:
+        build_index(history, tmp)
+        tmp.replace(own)
+        return own
+    except OSError as e:
+        tmp.unlink(missing_ok=True)
+        log.info("%s: %s; building the message index in %s", own, e, scratch)
+    out = scratch / f"{len(list(scratch.iterdir()))}.messages.parquet"
+    build_index(history, out)
+    return out
 
 
 class _Runs:
@@ -77,22 +112,14 @@ class _Runs:
                 self.found[r][t] = Finding(error=msg)
 
 
-def _analyze(spark: Any, src: Source, ops: Callable[[], Any], settings: Settings,
-             timings: dict[str, float]) -> dict[int, RunFindings]:
-    """``src``: the file's row groups (the hot passes); ``ops()``: the same as a
-    DataFrame (the transaction and group passes)."""
+def _analyze(spark: Any, src: Source, slices: dict[tuple[int, int | None], list[Slice]],
+             ops: Callable[[], Any], settings: Settings, timings: dict[str, float]) -> dict[int, RunFindings]:
+    """``src``: the file's row groups, ``slices``: its message index (the hot
+    passes); ``ops()``: the ops as a DataFrame (the transaction and group passes)."""
     t0 = time.monotonic()
-    first = first_pass(spark, src)
-    try:
-        return _checks(spark, src, ops, settings, timings, first, t0)
-    finally:
-        first.close()
-
-
-def _checks(spark: Any, src: Source, ops: Callable[[], Any], settings: Settings, timings: dict[str, float],
-            first: FirstPass, t0: float) -> dict[int, RunFindings]:
+    control: Control = control_pass(spark, src)
     k = settings.max_witnesses
-    stats, ctl = first.stats, first.control
+    stats, ctl = control.stats, control.rows
     acc = _Runs(stats)
     ctx = Context(k=k)
     resets: dict[tuple[int, int], list[int]] = defaultdict(list)
@@ -121,7 +148,7 @@ def _checks(spark: Any, src: Source, ops: Callable[[], Any], settings: Settings,
     part_errors: list[tuple[int, str, str]] = []
     ok_parts: dict[int, set[int]] = defaultdict(set)      # partitions with an acknowledged value
     try:
-        rows = partition_results(spark, first, ctx)
+        rows = partition_results(spark, slices, ctx)
     except Exception as e:  # noqa: BLE001
         log.error("partition pass crashed: %s", _err("messages", e))
         acc.fail(_err("messages", e), ALL_TYPES)
@@ -139,7 +166,7 @@ def _checks(spark: Any, src: Source, ops: Callable[[], Any], settings: Settings,
             if typ == "acknowledged" and row["n"] > 0:
                 ok_parts[run].add(row["partition"])
         elif what == "lag":
-            lags[run].append(np.frombuffer(row["blob"], np.int64))
+            lags[run].append(unpack_sorted(row["blob"]))
         elif what == "losses":
             times = np.frombuffer(row["blob"], np.int64)
             losses[run] += [(row["partition"], None if o < 0 else int(o), int(v), int(t) if t >= 0 else None)
@@ -179,8 +206,7 @@ def _checks(spark: Any, src: Source, ops: Callable[[], Any], settings: Settings,
 
     out = {}
     for run, base in acc.base.items():
-        lag = np.sort(np.concatenate(lags[run])) if lags.get(run) else np.zeros(0, np.int64)
-        lag_list = lag.astype(float).tolist()
+        lag = np.sort(np.concatenate(lags[run])).astype(float) if lags.get(run) else np.zeros(0)
         drain_ok = bool(base["drains"]) and base["drains"] == base["drains_ok"]
         out[run] = RunFindings(
             anomalies=acc.found[run],
@@ -192,8 +218,8 @@ def _checks(spark: Any, src: Source, ops: Callable[[], Any], settings: Settings,
                 "drain_complete": drain_ok and all((run, p) in ctx.drained for p in ok_parts[run]),
                 "drains": {"ops": base["drains"], "ok": base["drains_ok"]},
                 "availability": availability(dict(base["avail"])),
-                "realtime_lag": lag_summary(*((percentile(lag_list, 0.5), percentile(lag_list, 0.99),
-                                               lag_list[-1]) if lag_list else (None,) * 3)),
+                "realtime_lag": lag_summary(*((float(percentile(lag, 0.5)), float(percentile(lag, 0.99)),
+                                               float(lag[-1])) if len(lag) else (None,) * 3)),
             },
             elections=[], mode=base["mode"], has_ok_send=base["has_ok_send"],
             losses=losses[run], inconsistent=inconsistent[run],

@@ -27,6 +27,18 @@ def partial_counts(t: pa.Table) -> pa.Table:
     return keys.group_by(KEYS, use_threads=False).aggregate([([], "count_all")]).rename_columns(KEYS + ["count"])
 
 
+def _plain(t: pa.Table) -> pa.Table:
+    """Dictionary columns as plain strings (row groups' dictionaries differ)."""
+    return pa.table({n: pc.cast(c, pa.string()) if pa.types.is_dictionary(c.type) else c
+                     for n, c in zip(t.column_names, t.columns)})
+
+
+def merge_counts(tables: list[pa.Table]) -> pa.Table:
+    """Several row groups' ``partial_counts`` as one table of the same shape."""
+    t = pa.concat_tables([_plain(t) for t in tables])
+    return t.group_by(KEYS, use_threads=False).aggregate([("count", "sum")]).rename_columns(KEYS + ["count"])
+
+
 def fold_stats(rows: Iterable[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     """Everything counted per op, per run: counts by f and type, availability
     per second, drain status, mode, any ok send."""

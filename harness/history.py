@@ -29,6 +29,7 @@ from json.encoder import encode_basestring_ascii
 from pathlib import Path
 
 from checkers.history import Op, header
+from checkers.load import remove_columnar
 
 log = logging.getLogger(__name__)
 
@@ -241,7 +242,7 @@ class ColumnarCopy:
                 log.warning("history.parquet not kept (analysis will convert history.jsonl): "
                             "its process exited with %s", proc.returncode)
             if not ok:
-                self.path.unlink(missing_ok=True)
+                remove_columnar(self.path)
 
 
 class HistoryWriter:

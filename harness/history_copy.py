@@ -6,7 +6,8 @@ its stdin, one line at a time:
 
 * ``{"row_group": N}``: row groups of N paired ops from now on;
 * ``{"end": N}``: the writer closed and the JSONL is N bytes: pair the rest,
-  write the footer (naming N, ``checkers.load.JSONL_BYTES``), report and exit 0.
+  write the footers (the history's naming N, ``checkers.load.JSONL_BYTES``;
+  the message index's beside it, ``checkers.messages``), report and exit 0.
 
 End of stdin without an ``end`` means the recording process died: this one
 exits at once, leaving a file without a footer, which
@@ -30,9 +31,8 @@ import time
 from pathlib import Path
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from checkers.load import JSONL_BYTES
+from checkers.load import JSONL_BYTES, PairedOpsWriter, remove_columnar
 from checkers.model import PARQUET_SCHEMA, Pairer
 
 
@@ -96,7 +96,7 @@ class Copy:
     def run(self) -> bool:
         writer = None
         try:
-            writer = pq.ParquetWriter(self.path, PARQUET_SCHEMA)
+            writer = PairedOpsWriter(self.path)
             with open(self.jsonl, "rb") as fh:
                 while True:
                     self._wake.wait(self.interval_s)
@@ -115,17 +115,13 @@ class Copy:
                     self.busy_s += time.monotonic() - t
                     if final:
                         break
-            writer.add_key_value_metadata({JSONL_BYTES: str(self._end).encode()})
-            writer.close()
+            writer.close({JSONL_BYTES: str(self._end).encode()})
             return True
         except Exception as exc:  # noqa: BLE001 - the JSONL is the record; analysis converts it
             log.warning("history.parquet not kept (analysis will convert history.jsonl): %s", exc)
             if writer is not None:
-                try:
-                    writer.close()
-                except Exception:  # noqa: BLE001
-                    pass
-            self.path.unlink(missing_ok=True)
+                writer.discard()
+            remove_columnar(self.path)
             return False
 
     def _pair(self, body: bytes, final: bool) -> pa.Table:
@@ -143,7 +139,7 @@ class Copy:
             rows.extend(p.to_row() for p in self._pairer.finish())
         return pa.Table.from_pylist(rows, schema=PARQUET_SCHEMA)
 
-    def _add(self, writer: pq.ParquetWriter, table: pa.Table, final: bool) -> None:
+    def _add(self, writer: PairedOpsWriter, table: pa.Table, final: bool) -> None:
         """Write whole row groups; keep the rest for later (all of it when ``final``)."""
         if table.num_rows:
             self._pending.append(table)
@@ -152,7 +148,7 @@ class Copy:
             return
         merged = pa.concat_tables(self._pending) if len(self._pending) > 1 else self._pending[0]
         whole = rows if final else rows - rows % self.row_group
-        writer.write_table(merged.slice(0, whole), row_group_size=self.row_group)
+        writer.write(merged.slice(0, whole), row_group_size=self.row_group)
         self._pending = [merged.slice(whole)] if whole < rows else []
 
 
