@@ -48,10 +48,9 @@ DEFAULT_CONF: dict[str, str] = {
     # more than it saves (most on the tiny histories of tests).
     "spark.sql.adaptive.enabled": "false",
     "spark.sql.autoBroadcastJoinThreshold": str(32 * 1024 * 1024),
-    # bigger Arrow batches to the per-partition pass: ~30% less transfer overhead
+    # bigger Arrow batches to Python (the consumer-group pass's applyInArrow): less overhead per row
     "spark.sql.execution.arrow.maxRecordsPerBatch": "100000",
-    # ...and at most 32 MiB a batch: the per-partition pass hands Python a partition's pieces
-    # (spark_scan.PIECE_BYTES each), which a whole group in one batch would hold twice on the heap
+    # ...and at most 32 MiB a batch, so a batch of long rows stays small on the JVM heap
     "spark.sql.execution.arrow.maxBytesPerBatch": str(32 << 20),
     "spark.driver.extraJavaOptions": " ".join([f"-Dlog4j2.configurationFile=file:{LOG4J2}", *JVM_OPTIONS]),
 }

@@ -1,7 +1,8 @@
 """One Kafka partition's log, checked in one vectorised pass (numpy).
 
-The Spark engine hands each (run, partition) group of messages to
-``analyze_group`` through ``applyInArrow``. Why not Spark SQL windows: the
+The Spark engine hands each (run, partition)'s messages, read from the
+message index (messages.py), to ``analyze_group`` (spark_frames.partition_results).
+Why not Spark SQL windows: the
 checks are ordered scans of a log (previous read of a consumer, earliest ack at
 or above an offset, dense rank of known offsets), and Spark's WindowExec runs
 about a million rows per second per window function on this machine, so the

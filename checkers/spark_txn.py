@@ -2,7 +2,7 @@
 
 Three places, none of which brings every op to the driver:
 
-* per (run, partition), in the one applyInArrow pass (spark_partition.py calls
+* per (run, partition), in the per-partition pass (spark_partition.py calls
   these functions on its ``PartitionLog``, where a txn's writes and reads are
   messages of their own kinds): aborted-read and precommitted-read (a txn
   write and the reads of its value are in one partition), the int-* checks (a

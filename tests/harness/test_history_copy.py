@@ -33,6 +33,7 @@ def _pipelined_ops(w: HistoryWriter, odd_at: int | None = None) -> None:
 
 def _copy_in_blocks(tmp_path, block_bytes: int, odd_at: int | None) -> tuple[list, list]:
     from checkers.load import history_to_parquet, parquet_is_current
+    from checkers.messages import index_is_current, index_path
     path = tmp_path / "history.jsonl"
     with HistoryWriter(path, columnar=False) as w:
         _pipelined_ops(w, odd_at)
@@ -41,8 +42,12 @@ def _copy_in_blocks(tmp_path, block_bytes: int, odd_at: int | None) -> tuple[lis
     copy = ColumnarCopy(live, path, start, row_group=7, interval_s=3600, block_bytes=block_bytes)
     copy.close(path.stat().st_size)                  # pairs every block now, a carry between each
     assert parquet_is_current(path, live)
-    history_to_parquet(path, tmp_path / "converted.parquet")
-    return pq.read_table(live).to_pylist(), pq.read_table(tmp_path / "converted.parquet").to_pylist()
+    converted = tmp_path / "converted.parquet"
+    history_to_parquet(path, converted)
+    # the message index beside each: current, and the same messages in the same order
+    assert index_is_current(live, index_path(live)) and index_is_current(converted, index_path(converted))
+    assert pq.read_table(index_path(live)).to_pylist() == pq.read_table(index_path(converted)).to_pylist()
+    return pq.read_table(live).to_pylist(), pq.read_table(converted).to_pylist()
 
 
 def test_copy_over_many_small_blocks_equals_the_conversion(tmp_path):
@@ -107,6 +112,7 @@ def test_copy_process_exits_when_the_recorder_dies_and_leaves_a_file_analysis_re
     from pathlib import Path
 
     from checkers.load import parquet_is_current
+    from checkers.messages import index_is_current, index_path
     path = tmp_path / "history.jsonl"
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.run([sys.executable, "-c", _DYING_RECORDER, str(path)], cwd=root, capture_output=True,
@@ -121,12 +127,14 @@ def test_copy_process_exits_when_the_recorder_dies_and_leaves_a_file_analysis_re
     live = tmp_path / "history.parquet"
     assert live.stat().st_size > 100                            # row groups were written ...
     assert not parquet_is_current(path, live)                   # ... but no footer: analysis converts
+    assert not index_is_current(live, index_path(live))
 
 
 def test_rows_from_a_pipelined_producer_are_copied_as_the_conversion_pairs_them(tmp_path):
     """append_sends' lines (one time per batch) through the copy's process:
     the Parquet it leaves equals the conversion of the JSONL."""
     from checkers.load import history_to_parquet, parquet_is_current
+    from checkers.messages import index_is_current, index_path
     path = tmp_path / "history.jsonl"
     with HistoryWriter(path) as w:
         w._columnar.row_group = 7
@@ -141,4 +149,7 @@ def test_rows_from_a_pipelined_producer_are_copied_as_the_conversion_pairs_them(
     history_to_parquet(path, tmp_path / "converted.parquet")
     rows = pq.read_table(live).to_pylist()
     assert rows == pq.read_table(tmp_path / "converted.parquet").to_pylist()
+    assert index_is_current(live, index_path(live))
+    assert (pq.read_table(index_path(live)).to_pylist()
+            == pq.read_table(index_path(tmp_path / "converted.parquet")).to_pylist())
     assert len(rows) == 51 and sum(r["type"] == "ok" for r in rows) == 30
