@@ -5,8 +5,8 @@ injected anomalies, writes it as history.jsonl (the file a run leaves), then
 times what ``kchaos analyze`` does with it:
 
 * history.jsonl to verdict: ``checkers.analyze_run`` in a fresh process, as
-  ``kchaos analyze`` runs it: conversion to history.parquet (``checkers.load``)
-  beside the engine start (``checkers.session``), then the checks and
+  ``kchaos analyze`` runs it: conversion to history.parquet and its message
+  index (``checkers.load``, ``checkers.messages``) beside the engine start (``checkers.session``), then the checks and
   witnesses (``checkers.spark``) and results.json;
 * a completed run to verdict: the same once history.parquet is current (a run
   writes it as it goes; here the first analysis's conversion made it, untimed):
@@ -46,6 +46,7 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from checkers.load import remove_columnar  # noqa: E402
 from checkers.model import MESSAGE_TYPE, PARQUET_SCHEMA, SAMPLE_TYPE  # noqa: E402
 
 PARTITIONS = 8
@@ -346,7 +347,7 @@ def make_run(n: int, out: Path) -> tuple[Path, dict[str, int], float]:
     info = generate(n, tmp)
     to_jsonl(pq.read_table(tmp), run / "history.jsonl")
     tmp.unlink()
-    (run / "history.parquet").unlink(missing_ok=True)
+    remove_columnar(run / "history.parquet")
     return run, info, time.monotonic() - t0
 
 
@@ -385,6 +386,8 @@ def _stages(rep: dict, wall: float, label: str, ops: int) -> None:
         print(f"   conversion      {st['convert']:6.1f} s   {ops / st['convert']:>11,.0f} ops/s   "
               f"(beside the engine start)   {_load()}")
     print(f"   engine start    {st.get('start', nan):6.1f} s   class archive: {rep['cds']}   {_load()}")
+    if "index" in st:
+        print(f"   message index   {st['index']:6.1f} s   (built: the history had none)   {_load()}")
     print(f"   checks          {st.get('checks', nan):6.1f} s   {_load()}")
     print(f"   witnesses       {st.get('witnesses', nan):6.1f} s   {_load()}")
     print(f"   {label} {rep['seconds']:6.1f} s   {ops / rep['seconds']:>11,.0f} ops/s   "
