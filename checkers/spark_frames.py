@@ -37,8 +37,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from .spark_partition import OUT_DDL, Context, _bools, analyze_group, is_value
-from .spark_scan import (BLOB_DDL, Read, Slice, Source, blob, deal, history_files, parallelism, read_slices,
-                         scan, tasks, unblob)
+from .spark_scan import (BLOB_DDL, Read, Slice, Source, blob, deal, history_files, read_slices, scan, slots,
+                         tasks, unblob)
 from .spark_stats import fold_stats, merge_counts, partial_counts
 
 
@@ -125,8 +125,9 @@ def control_pass(spark: SparkSession, src: Source) -> Control:
 def partition_results(spark: SparkSession, slices: dict[tuple[int, int | None], list[Slice]],
                       ctx: Context) -> list[Any]:
     """The per-partition pass over the message index; returns its (small)
-    output rows. Partitions are dealt to at most twice the parallelism's
-    tasks, largest first."""
+    output rows. Partitions are dealt to two tasks per slot, largest first
+    (a partition's checks take long enough to pay a task's set-up, and two
+    per slot even out partitions of unequal size)."""
     def fn(keys: list[tuple[tuple[int, int | None], list[Slice]]]) -> Iterator[pa.RecordBatch]:
         files: dict[str, pq.ParquetFile] = {}
         for (run, part), where in keys:
@@ -134,7 +135,7 @@ def partition_results(spark: SparkSession, slices: dict[tuple[int, int | None], 
             yield from analyze_group(key, read_slices(where, files), ctx).to_batches()
     if not slices:
         return []
-    n = min(len(slices), 2 * parallelism(spark))
+    n = min(len(slices), 2 * slots(spark))
     work = deal([(sum(s.bytes for s in where), (key, where)) for key, where in slices.items()], n)
     return tasks(spark, work, fn, OUT_DDL).collect()
 

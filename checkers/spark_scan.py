@@ -23,6 +23,8 @@ every worker.
 from __future__ import annotations
 
 import functools
+import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
@@ -89,6 +91,21 @@ def parallelism(spark: Any) -> int:
         return 4
 
 
+def slots(spark: Any) -> int:
+    """Tasks that run at once: local[N]'s N, else Spark's default parallelism.
+    A read task per slot, not more: each task costs about 50-80 ms of Python
+    worker and Arrow set-up, and at 1M ops eight tasks on two cores spent more
+    on that than on reading (control pass 0.37 s with eight, 0.13 s with two)."""
+    try:
+        master = spark.sparkContext.master
+    except Exception:  # noqa: BLE001 - Spark Connect has no SparkContext
+        return parallelism(spark)
+    m = re.fullmatch(r"local\[(\d+|\*)(?:,\s*\d+)?\]", master or "")
+    if m:
+        return (os.cpu_count() or 1) if m.group(1) == "*" else max(1, int(m.group(1)))
+    return 1 if master == "local" else parallelism(spark)
+
+
 def read_group(group: Group, columns: tuple[str, ...], files: dict[str, pq.ParquetFile]) -> pa.Table:
     """One row group's ``columns``; a column the file lacks (older histories;
     ``run`` in a single history) comes as nulls, ``run`` as 0."""
@@ -132,9 +149,9 @@ def scan(spark: Any, src: Source, fn: Callable[[Iterator[tuple[int, Read]]], Ite
          ddl: str, keep: Callable[[Group], bool] | None = None) -> Any:
     """A DataFrame (schema ``ddl``) of what ``fn`` yields for the (place in
     ``src.groups``, reader of its columns) of each task's row groups, in file
-    order. Row groups are dealt to at most twice the parallelism's tasks."""
+    order. Row groups are dealt to a task per slot, by size."""
     groups = [(i, g) for i, g in enumerate(src.groups) if keep is None or keep(g)]
-    n = max(1, min(len(groups), 2 * parallelism(spark)))
+    n = max(1, min(len(groups), slots(spark)))
     work = [sorted(t) for t in deal([(g.bytes, (i, g)) for i, g in groups], n)]
 
     def task(items: list[tuple[int, Group]]) -> Iterator[pa.RecordBatch]:

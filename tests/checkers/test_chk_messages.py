@@ -147,3 +147,12 @@ def test_an_unwritable_folder_gets_its_index_elsewhere(tmp_path: Path, spark: An
     assert r.valid is False and r.anomalies["lost-write"]["count"] == 1
     assert len(built) == 1 and built[0].parent != path.parent
     assert not index_path(path).exists() and not built[0].exists()    # the scratch folder is gone too
+
+
+def test_a_read_task_per_slot() -> None:
+    """spark_scan.slots: local[N]'s N; a cluster's default parallelism."""
+    from types import SimpleNamespace as NS
+
+    from checkers.spark_scan import slots
+    for master, n in (("local[3]", 3), ("local[2, 4]", 2), ("local", 1), ("spark://h:7077", 6)):
+        assert slots(NS(sparkContext=NS(master=master, defaultParallelism=6))) == n
