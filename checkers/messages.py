@@ -43,6 +43,11 @@ HISTORY_KEY = b"kchaos-history-footprint"   # index footer key: the footprint of
 NO_PARTITION = -2**31                    # the partition column of messages that name none
 ROWS = 1 << 18         # messages of a row group at most (about 14 MB in memory)
 HELD_ROWS = 1 << 21    # messages held for all partitions at most: past it the largest goes
+# Dictionary-encoded: the columns of few values. The others (ids, times, offsets, values) are
+# nearly unique, and trying a dictionary first made writing 2.6x and reading 2.9x slower
+# (1.1M messages: 0.47 s against 0.18 s to write). Statistics only where they are read
+# (spark_scan.index_slices: a row group's key).
+FEW_VALUED = ("run", "partition", "process", "producer", "kind", "rc")
 # what cut reads of a paired-op table
 CUT_COLUMNS = ("run", "invoke_index", "invoke_time", "time", "process", "role", "type", "f", "drain", "producer",
                "isolation", "messages", "reads")
@@ -121,7 +126,8 @@ class IndexWriter:
     def __init__(self, path: Path, rows: int = ROWS):
         self.path = Path(path)
         self.rows = rows
-        self._writer = pq.ParquetWriter(self.path, INDEX_SCHEMA)
+        self._writer = pq.ParquetWriter(self.path, INDEX_SCHEMA, use_dictionary=list(FEW_VALUED),
+                                        write_statistics=["run", "partition"])
         self._held: dict[tuple[int, int], list[pa.Table]] = {}
         self._count: dict[tuple[int, int], int] = {}
 
