@@ -5,7 +5,8 @@ history holds. This module only appends to it, from many threads at once.
 
 Beside history.jsonl (the crash-safe, readable record) the writer keeps
 history.parquet, the same ops paired as the checkers read them
-(``checkers.model``), written in row groups by a niced process of its own
+(``checkers.model``), and its message index (``checkers.messages``),
+written in row groups by a niced process of its own
 (``harness.history_copy``) so that analysis of a finished run never re-reads
 the JSONL. That process reads the JSONL behind the writer (a block of new
 lines about every second) and pairs each block column by column
