@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -40,23 +40,39 @@ class PairedOpsWriter:
     """history.parquet and its message index (``messages.index_path``),
     written together: the index cuts each table as it is written. ``close``
     writes the history's footer, then the index's, which names the history's
-    (``messages.footprint``); until then neither file reads as complete."""
+    (``messages.footprint``); until then neither file reads as complete. The
+    history is the record and the index only serves it: an index that fails
+    is dropped with a warning (the Spark engine builds one when it needs it),
+    and the history goes on."""
 
     def __init__(self, path: Path, schema: pa.Schema = PARQUET_SCHEMA):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._history = pq.ParquetWriter(self.path, schema)
-        self._index = IndexWriter(index_path(self.path))
+        self._index: IndexWriter | None = IndexWriter(index_path(self.path))
 
     def write(self, table: pa.Table, row_group_size: int = ROW_GROUP) -> None:
         self._history.write_table(table, row_group_size=row_group_size)
-        self._index.add(table)
+        self._indexed(lambda index: index.add(table))
 
     def close(self, metadata: dict[bytes, bytes] | None = None) -> None:
         if metadata:
             self._history.add_key_value_metadata(metadata)
         self._history.close()
-        self._index.close(self.path)
+        self._indexed(lambda index: index.close(self.path))
+
+    def _indexed(self, step: Callable[[IndexWriter], None]) -> None:
+        if self._index is None:
+            return
+        try:
+            step(self._index)
+        except Exception as e:  # noqa: BLE001 - the history is kept; analysis builds the index
+            log.warning("%s: message index not kept (%s: %s)", self.path, type(e).__name__, e)
+            index, self._index = self._index, None
+            try:
+                index.discard()
+            except Exception:  # noqa: BLE001
+                pass
 
     def discard(self) -> None:
         """Close and remove both (an error while writing: nothing half-made stays)."""
@@ -65,7 +81,8 @@ class PairedOpsWriter:
         except Exception:  # noqa: BLE001
             pass
         try:
-            self._index.discard()
+            if self._index is not None:
+                self._index.discard()
         finally:
             remove_columnar(self.path)
 
@@ -79,7 +96,10 @@ def remove_columnar(path: Path) -> None:
 def _replace(tmp: Path, final: Path) -> None:
     """Move a finished tmp history and its index into place, the index first
     (the index names the history by its footer, which a rename keeps)."""
-    index_path(tmp).replace(index_path(final))
+    if index_path(tmp).exists():
+        index_path(tmp).replace(index_path(final))
+    else:
+        index_path(final).unlink(missing_ok=True)
     tmp.replace(final)
 
 

@@ -156,3 +156,22 @@ def test_a_read_task_per_slot() -> None:
     from checkers.spark_scan import slots
     for master, n in (("local[3]", 3), ("local[2, 4]", 2), ("local", 1), ("spark://h:7077", 6)):
         assert slots(NS(sparkContext=NS(master=master, defaultParallelism=6))) == n
+
+
+@pytest.mark.spark
+def test_an_index_that_fails_is_dropped_and_the_history_kept(tmp_path: Path, spark: Any, monkeypatch: Any,
+                                                             caplog: Any) -> None:
+    """The history is the record: an index that cannot be written costs
+    nothing but itself. Spark, which needs one, then says unknown, and why;
+    never valid."""
+    def broken(t: pa.Table) -> Any:
+        raise ValueError("cannot cut")
+        yield
+    monkeypatch.setattr(messages, "cut", broken)
+    path = tmp_path / "history.parquet"
+    write_parquet([(None, pair_ops(clean().ops))], path)
+    assert "message index not kept (ValueError: cannot cut)" in caplog.text
+    assert pq.read_metadata(path).num_rows == len(list(pair_ops(clean().ops))) and not index_path(path).exists()
+    assert checkers.check(path, {"engine": "reference"}).valid is True
+    r = _check(path, spark)
+    assert r.valid == "unknown" and r.errors == ["spark: ValueError: cannot cut"]
