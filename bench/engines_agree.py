@@ -9,8 +9,9 @@ store folders (every folder beneath with a history.jsonl is a run):
 
 Prints one line per run and exits 1 if any run differs or the Spark engine
 reported an error. Each run is checked with its stored checker config and
-Kafka's own record of it, as ``kchaos analyze`` would, but nothing is written
-into the run folder.
+Kafka's own record of it, as ``kchaos analyze`` would, but no results or
+reports are written into the run folder (a run recorded before the message
+index existed gets one there, as any Spark analysis of it would make).
 """
 from __future__ import annotations
 
