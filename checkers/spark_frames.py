@@ -85,8 +85,10 @@ def _control(groups: Iterator[tuple[int, Read]]) -> Iterator[pa.RecordBatch]:
         other = ~is_value(t["role"], "client")
         wanted = other | is_value(t["f"], "assign", "subscribe") | _bools(t["drain"])
         counted.append(partial_counts(t))
-        if wanted.any():
-            ctl, keep = read(NO_MESSAGES).filter(pa.array(wanted)), pa.array(other[wanted])
+        if wanted.any():         # the op columns not read yet, then every op column in NO_MESSAGES order
+            rest = read(tuple(c for c in NO_MESSAGES if c not in COUNTED))
+            ops = pa.table({c: t[c] if c in COUNTED else rest[c] for c in NO_MESSAGES})
+            ctl, keep = ops.filter(pa.array(wanted)), pa.array(other[wanted])
             for name in ("value", "sample"):     # a drain poll's value is a large JSON of everything it read
                 ctl = ctl.set_column(ctl.schema.get_field_index(name), name,
                                      pc.if_else(keep, ctl[name], pa.scalar(None, ctl.schema.field(name).type)))
