@@ -6,7 +6,7 @@ times what ``kchaos analyze`` does with it:
 
 * history.jsonl to verdict: ``checkers.analyze_run`` in a fresh process, as
   ``kchaos analyze`` runs it: conversion to history.parquet and its message
-  index (``checkers.load``, ``checkers.messages``) beside the engine start (``checkers.session``), then the checks and
+  index (``history.parquet``, ``history.message_index``) beside the engine start (``checkers.session``), then the checks and
   witnesses (``checkers.spark``) and results.json;
 * a completed run to verdict: the same once history.parquet is current (a run
   writes it as it goes; here the first analysis's conversion made it, untimed):
@@ -46,8 +46,8 @@ import pyarrow.parquet as pq
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from checkers.load import remove_columnar  # noqa: E402
-from checkers.model import MESSAGE_TYPE, PARQUET_SCHEMA, SAMPLE_TYPE  # noqa: E402
+from history.parquet import remove_columnar  # noqa: E402
+from history.paired import MESSAGE_TYPE, PARQUET_SCHEMA, SAMPLE_TYPE  # noqa: E402
 
 PARTITIONS = 8
 PRODUCERS = 24
@@ -497,7 +497,7 @@ def threshold(out: Path, master: str, sizes: list[int]) -> None:
     import checkers
     for n in sizes:
         run, info, _ = make_run(n, out)
-        from checkers.load import history_to_parquet
+        from history.parquet import history_to_parquet
         history_to_parquet(run / "history.jsonl", run / "history.parquet")
         t0 = time.monotonic()
         ref = checkers.check(run / "history.parquet", {"engine": "reference"})

@@ -27,8 +27,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.config import load, validate  # noqa: E402
-from checkers.history import START, nemesis_ops, read_history  # noqa: E402
-from checkers.load import read_paired_ops  # noqa: E402
+from history.ops import START, read_history  # noqa: E402
+from history.faults import nemesis_ops  # noqa: E402
+from history.parquet import read_paired_ops  # noqa: E402
 from checkers.reference import RunIndex, lost_messages  # noqa: E402
 from harness.runner import Runner  # noqa: E402
 from reports.availability import write_availability  # noqa: E402

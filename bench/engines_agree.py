@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import checkers  # noqa: E402
-from checkers import history_header  # noqa: E402
+from history.ops import history_header  # noqa: E402
 from checkers.records import load_records  # noqa: E402
 
 

@@ -48,7 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from confluent_kafka import Producer  # noqa: E402
 
 from harness.cluster import cluster_attach, cluster_down, cluster_up  # noqa: E402
-from harness.history import HistoryWriter  # noqa: E402
+from history.writer import HistoryWriter  # noqa: E402
 from harness.runner import Recorder  # noqa: E402
 from workloads import ClientContext, QueueClient  # noqa: E402
 from workloads.core import librdkafka_logger, producer_settings  # noqa: E402

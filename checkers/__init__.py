@@ -30,12 +30,12 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
-from .history import HistoryFormatError, history_header
+from history.ops import HistoryFormatError, history_header
 from .records import RunRecords, load_records
 
 from .common import RunFindings, Settings, assemble, crashed, summary
-from .load import history_to_parquet, is_parquet, iter_parquet_rows, parquet_is_current, read_paired_ops
-from .model import PairedOp
+from history.parquet import history_to_parquet, is_parquet, iter_parquet_rows, parquet_is_current, read_paired_ops
+from history.paired import PairedOp
 from .result import ANOMALY_TYPES, CheckResult
 
 __all__ = ["ANOMALY_TYPES", "CheckResult", "HistoryFormatError", "analyze_run", "check", "check_runs",

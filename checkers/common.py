@@ -13,8 +13,9 @@ import bisect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
-from .history import SAMPLER, START, FaultTracker, NemesisOp
-from .model import witness_op
+from history.ops import SAMPLER, START
+from history.faults import FaultTracker, NemesisOp
+from history.paired import witness_op
 from .result import ANOMALY_TYPES, DESCRIPTIONS, CheckResult
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
-from .history import PartitionSample
+from history.ops import PartitionSample
 from .records import FROM_ELR, REMOVING_KINDS, UNCLEAN, RunRecords, elections as record_elections, presence
 
 if TYPE_CHECKING:

@@ -36,8 +36,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from .common import Finding, Settings, Witness
-from .history import COMMIT, POLL, READ_UNCOMMITTED, REBALANCE, SEND, TXN
-from .model import PairedOp
+from history.ops import COMMIT, POLL, READ_UNCOMMITTED, REBALANCE, SEND, TXN
+from history.paired import PairedOp
 
 GROUP_TYPES = ("commit-backwards", "lost-consumption", "redelivery")
 # stats key: values a group may have skipped, undecidable because a member poll ended info

@@ -22,10 +22,10 @@ from typing import Any, Callable
 from .common import (Finding, RunFindings, Settings, Witness, availability,
                      lag_summary, percentile)
 from .groups import UNKNOWN_STAT, chain_cuts, check_groups, rebalances, unknown_consumption
-from .history import POLL, REBALANCE, SEND, SUBSCRIBE
-from .model import PairedOp
+from history.ops import POLL, REBALANCE, SEND, SUBSCRIBE
+from history.paired import PairedOp
 from . import txn as txn_checks
-from .history import TXN
+from history.ops import TXN
 from .txn import acknowledged, read_committed
 
 log = logging.getLogger(__name__)

@@ -3,7 +3,7 @@
 Jobs of pyarrow-reading tasks (spark_scan.py, spark_frames.py): one read of
 every row group for the op statistics and the control ops (nemesis, sampler,
 assign/subscribe, drain); the per-partition pass (spark_partition.py) over
-the message index (messages.py: built first if the history has none); the
+the message index (history.message_index: built first if the history has none); the
 ops the witnesses name. Transactions and groups add their own passes
 (spark_txn.py, spark_groups.py) when a history has them. Elections are
 judged after the engine, in Python (``elections.judge``), from the lost
@@ -24,10 +24,11 @@ from typing import Any, Callable
 import numpy as np
 
 from .common import Finding, RunFindings, Settings, Witness, availability, lag_summary, percentile
-from .messages import build_index, index_is_current, index_path
+from history.message_index import build_index, index_is_current, index_path
 from .spark_frames import Control, control_pass, partition_results, read_ops, witness_ops
 from .spark_partition import ALL_TYPES, CHECKS, Context, unpack_sorted
-from .spark_scan import Slice, Source, history_files, index_slices, source
+from .spark_scan import Slice, index_slices
+from history.row_groups import Source, history_files, source
 from . import spark_txn
 from .spark_groups import GroupPass
 

@@ -10,7 +10,7 @@ says why):
   ops, assign/subscribe ops: chain resets; drain polls without values: is
   the drain complete).
 * ``partition_results``: one task per few Kafka partitions reads each
-  partition's messages from the index (checkers.messages) and runs every
+  partition's messages from the index (history.message_index) and runs every
   per-partition check on them (spark_partition.py), with the context the
   control rows gave. Output is small: counts, the first witnesses, lag
   samples.
@@ -36,9 +36,10 @@ import pyarrow.parquet as pq
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .spark_partition import OUT_DDL, Context, _bools, analyze_group, is_value
-from .spark_scan import (BLOB_DDL, Read, Slice, Source, blob, deal, history_files, read_slices, scan, slots,
-                         tasks, unblob)
+from .spark_partition import OUT_DDL, Context, analyze_group
+from history.arrays import _bools, is_value
+from .spark_scan import BLOB_DDL, Read, Slice, blob, deal, read_slices, scan, slots, tasks, unblob
+from history.row_groups import Source, history_files
 from .spark_stats import fold_stats, merge_counts, partial_counts
 
 

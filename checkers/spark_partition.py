@@ -1,7 +1,7 @@
 """One Kafka partition's log, checked in one vectorised pass (numpy).
 
 The Spark engine hands each (run, partition)'s messages, read from the
-message index (messages.py), to ``analyze_group`` (spark_frames.partition_results).
+message index (history.message_index), to ``analyze_group`` (spark_frames.partition_results).
 Why not Spark SQL windows: the
 checks are ordered scans of a log (previous read of a consumer, earliest ack at
 or above an offset, dense rank of known offsets), and Spark's WindowExec runs
@@ -28,14 +28,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .common import SKIPPED_LIMIT
+from history.arrays import _array, _bools, _np
+from history.message_index import (ACK, DRAIN_READ_OP, FAIL, FAIL_SEND_OP, INFO_SEND_OP, OK_NO_OFFSET, OK_SEND_OP,
+                                   READ, READ_OP, TXN_ABORTED, TXN_FAIL_OP, TXN_INFO_OP, TXN_OK_OP, TXN_OK_READ_OP,
+                                   TXN_UNKNOWN)
 
-# per message (TXN_ABORTED, TXN_UNKNOWN: writes of fail and info txns; a committed txn's are ACK/OK_NO_OFFSET)
-ACK, OK_NO_OFFSET, FAIL, INFO, READ, TXN_ABORTED, TXN_UNKNOWN = 0, 1, 2, 3, 4, 5, 6
-# per (op, partition) row from Spark
-OK_SEND_OP, FAIL_SEND_OP, INFO_SEND_OP, READ_OP, DRAIN_READ_OP = 0, 2, 3, 4, 5
-# txn writes by the txn's type; txn reads (of a committed txn, of any other)
-TXN_OK_OP, TXN_FAIL_OP, TXN_INFO_OP, TXN_OK_READ_OP, TXN_READ_OP = 6, 7, 8, 9, 10
+from .common import SKIPPED_LIMIT
 
 OUT_SCHEMA = pa.schema([
     ("what", pa.string()), ("type", pa.string()), ("run", pa.int32()), ("partition", pa.int32()),
@@ -76,32 +74,6 @@ def pack_sorted(a: np.ndarray) -> bytes:
 def unpack_sorted(b: bytes) -> np.ndarray:
     n = int(np.frombuffer(b[:8], np.int64)[0])
     return np.frombuffer(_ZSTD.decompress(b[8:], decompressed_size=8 * n, asbytes=True), np.int64)
-
-
-def _array(col: pa.ChunkedArray | pa.Array) -> pa.Array:
-    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-
-
-def _np(col: pa.ChunkedArray | pa.Array, fill: int = 0) -> np.ndarray:
-    col = _array(col)
-    return (pc.fill_null(col, fill) if col.null_count else col).to_numpy(zero_copy_only=False)
-
-
-def _bools(col: pa.ChunkedArray | pa.Array, fill: bool = False) -> np.ndarray:
-    return np.asarray(_np(col, fill), bool)
-
-
-def is_value(col: pa.ChunkedArray | pa.Array, *values: str) -> np.ndarray:
-    """``col`` in ``values`` as bools (null: False). A dictionary column
-    (spark_scan reads the few-valued strings so) is compared by its indices:
-    pc.equal decodes it first, twenty times slower."""
-    a = _array(col)
-    if not pa.types.is_dictionary(a.type):
-        return _bools(pc.is_in(a, pa.array(values, pa.string())))
-    hits = [i for i, x in enumerate(a.dictionary.to_pylist()) if x in values]
-    if len(hits) == 1:
-        return _np(a.indices, -1) == hits[0]
-    return np.isin(_np(a.indices, -1), hits) if hits else np.zeros(len(a), bool)
 
 
 def unique(a: np.ndarray) -> np.ndarray:

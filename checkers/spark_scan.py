@@ -6,7 +6,7 @@ each nested message is converted (Parquet -> rows -> explode -> shuffle ->
 sort -> Arrow) one element at a time. Measured on this machine kind (2 cores,
 1M ops, 1.5M messages, warm): that formulation 5-6 s for the per-partition
 pass, a pyarrow read of row groups about 2.5 s (``bench/checker_throughput.py``
-keeps the figures); the message index (``checkers.messages``) then took the
+keeps the figures); the message index (``history.message_index``) then took the
 cutting and the shuffle out of the analysis altogether. Spark still schedules
 the tasks and runs on a standalone cluster unchanged: like
 ``spark.read.parquet`` of a local path, the files must be at the same path on
@@ -29,59 +29,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, TypeVar
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .messages import MESSAGE_SCHEMA, NO_PARTITION, is_index
-from .model import PARQUET_SCHEMA
+from history.message_index import MESSAGE_SCHEMA, NO_PARTITION
+from history.row_groups import Group, Source, read_group
 
 T = TypeVar("T")
 BLOB_DDL = "what string, at int, blob binary"   # at: the row group's place in Source.groups
-# read as dictionaries: a few distinct values each; decoding them was most of a row group's read
-DICTIONARY_COLUMNS = ("role", "type", "f", "producer", "isolation", "error", "node", "group", "fault")
-_TYPES = {f.name: f.type for f in PARQUET_SCHEMA} | {"run": pa.int32()}
-
-
-@dataclass(frozen=True)
-class Group:
-    file: str
-    index: int
-    rows: int
-    bytes: int
-    lo: int | None     # invoke_index bounds from the footer (None: no statistics)
-    hi: int | None
-
-
-@dataclass(frozen=True)
-class Source:
-    groups: tuple[Group, ...]
-
-    @property
-    def rows(self) -> int:
-        return sum(g.rows for g in self.groups)
-
-
-def history_files(path: str | Path) -> list[Path]:
-    """A history.parquet, or the histories in a folder (not their indexes)."""
-    p = Path(path)
-    return sorted(f for f in p.rglob("*.parquet") if not is_index(f)) if p.is_dir() else [p]
-
-
-def source(path: str | Path) -> Source:
-    """The row groups of a history.parquet (a file, or a folder of them)."""
-    groups = []
-    for f in history_files(path):
-        meta = pq.read_metadata(f)
-        names = [meta.schema.column(i).path for i in range(meta.num_columns)]
-        col = names.index("invoke_index") if "invoke_index" in names else None
-        for i in range(meta.num_row_groups):
-            rg = meta.row_group(i)
-            stats = rg.column(col).statistics if col is not None else None
-            has = stats is not None and stats.has_min_max
-            groups.append(Group(str(f.resolve()), i, rg.num_rows, rg.total_byte_size,
-                                int(stats.min) if has else None, int(stats.max) if has else None))
-    return Source(tuple(groups))
 
 
 def parallelism(spark: Any) -> int:
@@ -104,21 +59,6 @@ def slots(spark: Any) -> int:
     if m:
         return (os.cpu_count() or 1) if m.group(1) == "*" else max(1, int(m.group(1)))
     return 1 if master == "local" else parallelism(spark)
-
-
-def read_group(group: Group, columns: tuple[str, ...], files: dict[str, pq.ParquetFile]) -> pa.Table:
-    """One row group's ``columns``; a column the file lacks (older histories;
-    ``run`` in a single history) comes as nulls, ``run`` as 0."""
-    f = files.get(group.file)
-    if f is None:
-        f = files[group.file] = pq.ParquetFile(group.file, read_dictionary=DICTIONARY_COLUMNS)
-    present = set(f.schema_arrow.names)
-    t = f.read_row_group(group.index, columns=[c for c in columns if c in present])
-    for c in columns:
-        if c not in present:
-            col = pa.array(np.zeros(t.num_rows, np.int32)) if c == "run" else pa.nulls(t.num_rows, _TYPES[c])
-            t = t.append_column(c, col)
-    return t.select(list(columns))
 
 
 def deal(weighted: list[tuple[int, T]], n: int) -> list[list[T]]:

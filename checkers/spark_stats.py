@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .spark_partition import is_value
+from history.arrays import is_value
 
 NS = 1_000_000_000
 KEYS = ["run", "f", "type", "client", "drain", "s"]

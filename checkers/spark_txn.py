@@ -24,7 +24,8 @@ from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
 from .common import SKIPPED_LIMIT, Finding, Settings, Witness
-from .spark_partition import ACK, OK_NO_OFFSET, TXN_ABORTED, TXN_OK_READ_OP, _first_k, _groups
+from history.message_index import ACK, OK_NO_OFFSET, TXN_ABORTED, TXN_OK_READ_OP
+from .spark_partition import _first_k, _groups
 from .txn import CYCLE_TYPES, READ_TYPES, cycle_findings
 
 if TYPE_CHECKING:

@@ -28,8 +28,8 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 
 from .common import SKIPPED_LIMIT, Finding, Settings, Witness
-from .history import READ_UNCOMMITTED, REBALANCE, SEND, TXN
-from .model import PairedOp
+from history.ops import READ_UNCOMMITTED, REBALANCE, SEND, TXN
+from history.paired import PairedOp
 
 if TYPE_CHECKING:
     from .reference import RunIndex

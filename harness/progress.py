@@ -259,7 +259,7 @@ def verbosity_of(verbose: int, quiet: bool) -> int:
 
 
 def fault_line(event) -> str:
-    """One console line for a nemesis completion (a ``checkers.history.NemesisOp``):
+    """One console line for a nemesis completion (a ``history.ops.NemesisOp``):
     ``fault started: partition (isolate-leader) on n1, n2``."""
     value = event.value if isinstance(event.value, dict) else {}
     word = {"start": "started", "stop": "healed", "heal": "healed"}.get(event.action or "", "not applied")

@@ -42,7 +42,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from checkers.history import HEAL, NEMESIS, START, STOP, Op, affected_nodes, nemesis_ops
+from history.ops import HEAL, NEMESIS, START, STOP, Op
+from history.faults import affected_nodes, nemesis_ops
 
 DEFAULT_TIME_TOLERANCE_S = 5.0
 
@@ -156,7 +157,7 @@ class RunSummary:
 
 
 def load_run(run_dir: Path) -> RunSummary:
-    from checkers.history import HistoryFormatError, read_history
+    from history.ops import HistoryFormatError, read_history
     from reports.load import verdict_of
     run_dir = Path(run_dir)
     try:

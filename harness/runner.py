@@ -25,9 +25,9 @@ from typing import Any, Callable
 from harness import schedule
 from harness.cluster import ClusterHandle, cluster_up, mark_kept, sweep_dead_runs
 from harness.config import RunConfig, run_group_id
-from checkers.history import (INFO, INVOKE, NEMESIS, OK, SAMPLER, SEND, START, TXN, FaultTracker, NemesisOp,
-                              acknowledged_offsets)
-from harness.history import HistoryWriter
+from history.ops import INFO, INVOKE, NEMESIS, OK, SAMPLER, SEND, START, TXN, acknowledged_offsets
+from history.faults import FaultTracker, NemesisOp
+from history.writer import HistoryWriter
 from harness.progress import RunListener, as_listener, fault_line
 from harness.store import attach_log_file, new_run_dir, write_json
 
@@ -41,7 +41,7 @@ class Interrupted(Exception):
     """Ctrl-C or SIGTERM during a run."""
 
 
-# Fields of a pipelined producer's send row (workloads.pipelined.SendRow).
+# Fields of a pipelined producer's send row (history.writer.SendRow).
 _ROW_PROCESS, _ROW_TYPE, _ROW_PARTITION, _ROW_OFFSET = itemgetter(0), itemgetter(1), itemgetter(2), itemgetter(4)
 
 
@@ -79,7 +79,7 @@ class Recorder:
 
     def append_sends(self, rows: list[tuple], node: str | None = None) -> None:
         """``append_many`` of one-message sends given as rows (a pipelined
-        producer's: ``workloads.pipelined.SendRow``) without making their
+        producer's: ``history.writer.SendRow``) without making their
         dicts (``HistoryWriter.append_sends``); noted as ``_note`` notes ops.
         A batch of invokes (or of completions of one type) is noted by C
         loops (map, zip): this is per message of the fastest workload."""

@@ -1,5 +1,5 @@
 """Nemeses: faults injected into a running cluster, composed and scheduled.
-Imports only broker, infra and checkers.history (the history contract); never harness.
+Imports only broker, infra and history.ops (the history contract); never harness.
 
 Everything goes through ``Node.run`` and the broker classes; nothing here
 talks to Docker or SSH directly.

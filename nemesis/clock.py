@@ -19,7 +19,7 @@ import logging
 from typing import Any, Sequence
 
 from broker.config import FAKETIME_FILE
-from checkers.history import START, STOP
+from history.ops import START, STOP
 from infra.errors import UsageError
 from infra.node import Node, shell_join
 from nemesis.core import NemesisContext, Op, completed, each, node_names, resolve_nodes

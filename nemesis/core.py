@@ -6,7 +6,7 @@ A nemesis handles a fixed set of op names (``fs``). ``invoke`` takes an op
 name, or ``node_index``; ``seed`` for random draws) and returns the completed
 op: the same op with ``type`` "info" and a value naming what was actually done
 (at least ``nodes``, the node names affected, ``fault``, the fault kind, and
-``action``: whether the op starts, stops or heals it; see checkers.history). Failures on some nodes are reported in ``value["errors"]`` and the op's
+``action``: whether the op starts, stops or heals it; see history.ops). Failures on some nodes are reported in ``value["errors"]`` and the op's
 ``error``; a nemesis raises only when nothing could be done (the runner turns
 that into an info completion with the error).
 """
@@ -103,7 +103,7 @@ def completed(op: Op, value: dict[str, Any], errors: dict[str, str] | None = Non
               action: str | None) -> Op:
     """The completion of ``op``: same fields, type "info", the resolved value
     with its ``action`` (start, stop, heal, or None for bookkeeping) stated, so
-    that readers never guess it from the op's name (checkers.history)."""
+    that readers never guess it from the op's name (history.ops)."""
     out = {k: v for k, v in op.items() if k not in ("index", "time", "error")}
     value = {**value, "action": action}
     if errors:

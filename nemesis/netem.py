@@ -40,7 +40,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from checkers.history import START as START_ACTION, STOP as STOP_ACTION
+from history.ops import START as START_ACTION, STOP as STOP_ACTION
 from infra.errors import UsageError
 from infra.node import Node, shell_join
 from nemesis import netem_iptables as ipt

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import networkx as nx
 
-from checkers.history import START as START_ACTION, STOP as STOP_ACTION
+from history.ops import START as START_ACTION, STOP as STOP_ACTION
 from infra.errors import UsageError
 from infra.node import Node, shell_join
 from nemesis import topology as topo

@@ -20,7 +20,7 @@ from typing import Any, Callable
 from broker.cluster import KafkaCluster
 from broker.config import CONFIG_PATH
 from broker.power import LONG_MAX, FlushPolicy, power_cut, preflight_script
-from checkers.history import START as START_ACTION, STOP as STOP_ACTION
+from history.ops import START as START_ACTION, STOP as STOP_ACTION
 from infra.errors import UsageError
 
 from nemesis.core import NemesisContext, Op, completed, each, node_names, op_rng, resolve_nodes

@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from broker.cluster import KafkaCluster
-from checkers.history import START as START_ACTION, STOP as STOP_ACTION
+from history.ops import START as START_ACTION, STOP as STOP_ACTION
 
 from nemesis.core import NemesisContext, Op, completed, each, node_names, resolve_nodes
 from nemesis.topology import sort_nodes

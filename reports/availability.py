@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from checkers.history import acknowledged_offsets
+from history.ops import acknowledged_offsets
 
 NS = 1_000_000_000
 

@@ -5,7 +5,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from checkers.history import COMPLETIONS, INVOKE, NEMESIS, OK, SAMPLER, Op
+from history.ops import COMPLETIONS, INVOKE, NEMESIS, OK, SAMPLER, Op
 
 
 def as_partition(p: Any) -> Any:

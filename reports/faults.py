@@ -1,7 +1,7 @@
 """Fault intervals derived from the nemesis ops of a history.
 
 Which ops start, stop or heal a fault, and when a fault ends, is the history
-contract's (``checkers.history.FaultTracker``); here its intervals become one
+contract's (``history.ops.FaultTracker``); here its intervals become one
 band per kind for the plots. A nemesis value may carry ``color``: it wins over
 the built-in palette.
 """
@@ -12,7 +12,8 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from checkers.history import FaultInterval, Op, fault_intervals, nemesis_ops
+from history.faults import FaultInterval, fault_intervals, nemesis_ops
+from history.ops import Op
 
 # Default palette by fault kind (also used for the legend chips in the HTML).
 PALETTE: dict[str, str] = {
@@ -120,7 +121,7 @@ def _bands(intervals: list[FaultInterval], end: float, colors: dict[str, str]) -
 
 def fault_timeline(ops: Iterable[Op], end_time: float | None = None) -> FaultTimeline:
     """Bands and events from the history's nemesis ops, read as
-    ``checkers.history`` defines them; an open fault ends with the history."""
+    ``history.ops`` defines them; an open fault ends with the history."""
     tl = FaultTimeline()
     ops = list(ops)
     last_t = max((_secs(op.get("time")) for op in ops), default=0.0)

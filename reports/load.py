@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from checkers.history import HistoryFormatError, Op, read_history
+from history.ops import HistoryFormatError, Op, read_history
 from checkers.result import ANOMALY_TYPES, DESCRIPTIONS
 
 log = logging.getLogger(__name__)

@@ -24,7 +24,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from checkers.elections import Sample, unclean_elections
-from checkers.history import HistoryFormatError, sample_view
+from history.ops import HistoryFormatError, sample_view
 
 from .digest import Digest, as_partition
 from .faults import FaultTimeline

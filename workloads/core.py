@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Mapping, Protocol, runtime_checkable
 
 # The completion types a client returns are the history contract's.
-from checkers.history import FAIL, INFO, OK, Op  # noqa: F401
+from history.ops import FAIL, INFO, OK, Op  # noqa: F401
 
 Mode = Literal["assign", "subscribe"]
 

@@ -5,7 +5,7 @@ run's topic in group ``ClientContext.group_id`` (``[workload] group_id``, or
 ``[consumer] "group.id"``), plus a producer for its sends (``send`` and
 ``poll`` are ``workloads.queue``'s). Auto-commit is off; the member commits
 only in ``commit`` ops. Ops and value shapes are the history contract's
-(``checkers.history``: ``commit``, ``rebalance``); every op of the member but
+(``history.ops``: ``commit``, ``rebalance``); every op of the member but
 its sends carries ``group`` and ``isolation`` (``op_fields``).
 
 ``enable.auto.offset.store`` is off too: after a poll the client stores, per
@@ -76,7 +76,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from checkers.history import COMMIT, POLL, READ_COMMITTED, REBALANCE, SUBSCRIBE
+from history.ops import COMMIT, POLL, READ_COMMITTED, REBALANCE, SUBSCRIBE
 from workloads.classify import error_name
 from workloads.core import FAIL, INFO, OK, ClientContext, Op, completion
 from workloads.queue import QueueClient

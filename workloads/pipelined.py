@@ -28,7 +28,7 @@ a new instance, under a new name, takes over.
 Ops are made as rows, ``(process, type, partition, value, offset, producer,
 error)`` (``SendRow``), and recorded a list at a time by ``record_sends(rows,
 node)`` (the runner's recorder writes them as lines without making op dicts:
-``harness.history.HistoryWriter.append_sends``); without one, ``send_op``
+``history.writer.HistoryWriter.append_sends``); without one, ``send_op``
 makes each row the op it stands for and ``record_many`` records those.
 
 Delivery callbacks run inside ``serve``/``send``/``close`` (librdkafka calls
@@ -42,34 +42,17 @@ import logging
 import time
 from collections import deque
 from itertools import islice
-from typing import Any, Callable, Iterator, Tuple
+from typing import Any, Callable, Iterator
 
 from confluent_kafka import KafkaError, KafkaException, Producer
 
-from checkers.history import FAIL, INFO, INVOKE, OK, SEND, Op
+from history.ops import FAIL, INFO, INVOKE, OK, Op
+from history.writer import SendRow, send_op
 from workloads.classify import classify_delivery_error, error_name
 from workloads.core import ClientContext, producer_settings
 from workloads.queue import encode_value
 
 log = logging.getLogger(__name__)
-
-# A one-message send op as a row: (process, type, partition, value, offset or
-# None, producer, error or None); a completion's node is the producer's
-# (``ctx.node``), recorded beside the rows.
-SendRow = Tuple[int, str, int, int, "int | None", str, "str | None"]
-
-
-def send_op(row: SendRow, node: str | None) -> Op:
-    """The op ``row`` stands for, its keys in the order the history writes them."""
-    process, typ, partition, value, offset, producer, error = row
-    op: Op = {"process": process, "type": typ, "f": SEND, "value": [[partition, value, offset]],
-              "producer": producer}
-    if error is not None:
-        op["error"] = error
-    if node is not None:
-        op["node"] = node
-    return op
-
 
 class _Slot:
     """One message in flight, on its process, handed to producer instance

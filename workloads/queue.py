@@ -5,7 +5,7 @@ it is produced explicitly to that partition, and its value is an int unique
 per partition, written as ASCII decimal (right-padded with spaces to
 ``ClientContext.message_bytes``, which ``int()`` ignores when reading).
 
-Ops and completions follow the history contract (``checkers.history``: the
+Ops and completions follow the history contract (``history.ops``: the
 value shapes are specified there, not here); ``process``/``index``/``time``
 are added by the runner. What this client decides:
 

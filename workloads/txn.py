@@ -3,7 +3,7 @@
 One logical process: a transactional producer plus a consumer in assign mode
 (``enable.auto.commit`` off, ``isolation.level`` from ``[consumer]``,
 read_committed by default). Ops and value shapes are the history contract's
-(``checkers.history``: ``txn``); values are encoded as in ``workloads.queue``.
+(``history.ops``: ``txn``); values are encoded as in ``workloads.queue``.
 
 ``transactional.id`` is stable per runner *worker* (``kchaos-<seed>-w<n>``),
 not per process: when a worker retires a process (an ``info`` op) or crashes
@@ -57,7 +57,7 @@ from typing import Any, Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from checkers.history import POLL, READ_COMMITTED, SEND
+from history.ops import POLL, READ_COMMITTED, SEND
 from workloads.classify import error_name
 from workloads.core import FAIL, INFO, OK, ClientContext, Op, completion, consumer_settings, producer_settings
 from workloads.queue import abandon_producer, close_consumer, encode_value, errors_text, shape_poll

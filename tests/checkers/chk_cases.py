@@ -10,8 +10,8 @@ from typing import Any, Callable
 import checkers
 from checkers import reference
 from checkers.common import Settings, assemble
-from checkers.load import write_parquet
-from checkers.model import pair_ops
+from history.parquet import write_parquet
+from history.paired import pair_ops
 from checkers.result import ANOMALY_TYPES
 from chk_builder import History
 

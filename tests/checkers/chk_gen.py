@@ -146,7 +146,7 @@ class SimRun:
         """history.jsonl (with its header), metadata.jsonl and replicas.jsonl in ``run_dir``."""
         import json
         from pathlib import Path
-        from checkers.history import header
+        from history.ops import header
         d = Path(run_dir)
         d.mkdir(parents=True, exist_ok=True)
         lines = [header(self.wall_ns_at_zero)] + self.ops

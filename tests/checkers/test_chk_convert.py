@@ -1,4 +1,4 @@
-"""The columnar JSONL conversion (checkers.convert) equals the per-op one,
+"""The columnar JSONL conversion (history.convert) equals the per-op one,
 row for row, and hands what it cannot read to the per-op path."""
 from __future__ import annotations
 
@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checkers import convert
-from checkers.history import HistoryFormatError, header, read_history
-from checkers.load import history_to_parquet, parquet_is_current
-from checkers.model import PARQUET_SCHEMA, pair_ops
+from history import convert
+from history.ops import HistoryFormatError, header, read_history
+from history.parquet import history_to_parquet, parquet_is_current
+from history.paired import PARQUET_SCHEMA, pair_ops
 from chk_builder import History
 from chk_gen import Params, inject, params, simulate
 

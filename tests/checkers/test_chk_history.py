@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from checkers.history import (FORMAT_VERSION, HEADER_KEY, HistoryFormatError, fault_boundary, fault_intervals,
-                              history_format, nemesis_ops, read_history)
-from harness.history import HistoryWriter
+from history.ops import FORMAT_VERSION, HEADER_KEY, HistoryFormatError, history_format, read_history
+from history.faults import fault_boundary, fault_intervals, nemesis_ops
+from history.writer import HistoryWriter
 
 
 def test_writer_starts_with_the_format_header(tmp_path):

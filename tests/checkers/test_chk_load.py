@@ -10,10 +10,10 @@ import pytest
 
 import checkers
 from checkers import reference, spark_partition
-from checkers.load import history_to_parquet, read_paired_ops
-from checkers.model import PARQUET_SCHEMA
+from history.parquet import history_to_parquet, read_paired_ops
+from history.paired import PARQUET_SCHEMA
 from chk_builder import History, small_history
-from checkers.history import HistoryFormatError
+from history.ops import HistoryFormatError
 
 ENGINES = ["reference", pytest.param("spark", marks=pytest.mark.spark)]
 

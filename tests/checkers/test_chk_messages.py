@@ -1,4 +1,4 @@
-"""The message index (checkers.messages): every message once, by (run,
+"""The message index (history.message_index): every message once, by (run,
 partition), in history order, however the history was cut into tables; an
 index is used only while its history is the one it was made from."""
 from __future__ import annotations
@@ -12,10 +12,10 @@ import pyarrow.parquet as pq
 import pytest
 
 import checkers
-from checkers import messages
-from checkers.load import PairedOpsWriter, write_parquet
-from checkers.messages import IndexWriter, cut, index_is_current, index_path
-from checkers.model import PARQUET_SCHEMA, pair_ops
+from history import message_index as messages
+from history.parquet import PairedOpsWriter, write_parquet
+from history.message_index import IndexWriter, cut, index_is_current, index_path
+from history.paired import PARQUET_SCHEMA, pair_ops
 from checkers.spark_scan import index_slices, read_slices
 from chk_builder import History
 from test_chk_anomalies import clean, lost_write, read_then_truncated

@@ -31,8 +31,8 @@ import checkers
 from checkers import reference
 from checkers import spark as spark_engine
 from checkers.common import UNKNOWN_TYPES, Settings, assemble
-from checkers.load import write_parquet
-from checkers.model import pair_ops
+from history.parquet import write_parquet
+from history.paired import pair_ops
 from checkers.result import ANOMALY_TYPES
 from chk_gen import (ELSEWHERE, Injected, Params, SimRun, inject, inject_run, params, random_params, simulate,
                      simulate_run)

@@ -15,7 +15,8 @@ import pytest
 
 import checkers
 from checkers import session
-from checkers.history import HistoryFormatError
+from history.ops import HistoryFormatError
+from history.parquet import parquet_is_current
 from chk_builder import History, small_history
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +66,7 @@ def test_conversion_runs_while_spark_starts(tmp_path: Path, monkeypatch: Any, sp
     r = checkers.analyze_run(run, {"engine": "spark"})
     assert r.valid is True and r.checker["parquet"] == "converted"
     assert {"convert", "start", "checks"} <= set(r.checker["stages"])
-    assert checkers.load.parquet_is_current(run / "history.jsonl", run / "history.parquet")
+    assert parquet_is_current(run / "history.jsonl", run / "history.parquet")
 
 
 @pytest.mark.spark

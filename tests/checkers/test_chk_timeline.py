@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from checkers.common import Timeline
-from checkers.model import pair_ops
+from history.paired import pair_ops
 from chk_builder import History
 
 

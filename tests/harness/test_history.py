@@ -5,8 +5,8 @@ import threading
 import pyarrow.parquet as pq
 import pytest
 
-from checkers.history import HistoryFormatError, read_history
-from harness.history import HistoryWriter
+from history.ops import HistoryFormatError, read_history
+from history.writer import HistoryWriter
 
 
 def test_writer_assigns_increasing_index_and_time_across_threads(tmp_path):
@@ -40,7 +40,7 @@ def test_corrupt_middle_line_names_the_line(tmp_path):
 
 
 def test_round_trip_jsonl_to_parquet(tmp_path):
-    from checkers.load import history_to_parquet
+    from history.parquet import history_to_parquet
     path = tmp_path / "h.jsonl"
     with HistoryWriter(path) as w:
         w.append({"process": 0, "type": "invoke", "f": "send", "value": [[0, 5, None], [0, 9, None]]})
@@ -73,8 +73,8 @@ def _ops(w: HistoryWriter) -> None:
 
 
 def test_writer_keeps_a_current_parquet_equal_to_the_conversion(tmp_path):
-    from checkers.load import history_to_parquet, parquet_is_current
-    from harness.history import ColumnarCopy
+    from history.parquet import history_to_parquet, parquet_is_current
+    from history.writer import ColumnarCopy
     path = tmp_path / "history.jsonl"
     w = HistoryWriter(path)
     w._columnar.row_group = 7                       # several row groups, one partial
@@ -90,7 +90,7 @@ def test_writer_keeps_a_current_parquet_equal_to_the_conversion(tmp_path):
 
 def test_interrupted_writer_leaves_a_parquet_analysis_does_not_trust(tmp_path):
     import checkers
-    from checkers.load import parquet_is_current
+    from history.parquet import parquet_is_current
     run = tmp_path / "run"
     w = HistoryWriter(run / "history.jsonl")
     w._columnar.row_group = 5

@@ -1,4 +1,4 @@
-"""The live columnar copy (harness.history.ColumnarCopy) block by block, and
+"""The live columnar copy (history.writer.ColumnarCopy) block by block, and
 batched appends: whatever the block boundaries, the Parquet equals the
 conversion analysis would make from the JSONL."""
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pyarrow.parquet as pq
 
-from harness.history import ColumnarCopy, HistoryWriter
+from history.writer import ColumnarCopy, HistoryWriter
 
 
 def _pipelined_ops(w: HistoryWriter, odd_at: int | None = None) -> None:
@@ -32,8 +32,8 @@ def _pipelined_ops(w: HistoryWriter, odd_at: int | None = None) -> None:
 
 
 def _copy_in_blocks(tmp_path, block_bytes: int, odd_at: int | None) -> tuple[list, list]:
-    from checkers.load import history_to_parquet, parquet_is_current
-    from checkers.messages import index_is_current, index_path
+    from history.parquet import history_to_parquet, parquet_is_current
+    from history.message_index import index_is_current, index_path
     path = tmp_path / "history.jsonl"
     with HistoryWriter(path, columnar=False) as w:
         _pipelined_ops(w, odd_at)
@@ -59,7 +59,7 @@ def test_copy_over_many_small_blocks_equals_the_conversion(tmp_path):
 
 def test_copy_falls_back_to_op_by_op_mid_history_and_still_equals_the_conversion(tmp_path, caplog):
     import logging
-    with caplog.at_level(logging.INFO, logger="harness.history"):
+    with caplog.at_level(logging.INFO, logger="history.writer"):
         live, converted = _copy_in_blocks(tmp_path, block_bytes=900, odd_at=6)
     assert "op-by-op pairing from here on" in caplog.text
     assert live == converted
@@ -82,7 +82,7 @@ def test_append_many_assigns_consecutive_indexes_in_one_write(tmp_path):
 
 _DYING_RECORDER = r"""
 import os, sys, time
-from harness.history import HistoryWriter
+from history.writer import HistoryWriter
 w = HistoryWriter(sys.argv[1])
 w._columnar.row_group = 5
 for i in range(40):
@@ -111,8 +111,8 @@ def test_copy_process_exits_when_the_recorder_dies_and_leaves_a_file_analysis_re
     import time
     from pathlib import Path
 
-    from checkers.load import parquet_is_current
-    from checkers.messages import index_is_current, index_path
+    from history.parquet import parquet_is_current
+    from history.message_index import index_is_current, index_path
     path = tmp_path / "history.jsonl"
     root = Path(__file__).resolve().parents[2]
     proc = subprocess.run([sys.executable, "-c", _DYING_RECORDER, str(path)], cwd=root, capture_output=True,
@@ -133,8 +133,8 @@ def test_copy_process_exits_when_the_recorder_dies_and_leaves_a_file_analysis_re
 def test_rows_from_a_pipelined_producer_are_copied_as_the_conversion_pairs_them(tmp_path):
     """append_sends' lines (one time per batch) through the copy's process:
     the Parquet it leaves equals the conversion of the JSONL."""
-    from checkers.load import history_to_parquet, parquet_is_current
-    from checkers.messages import index_is_current, index_path
+    from history.parquet import history_to_parquet, parquet_is_current
+    from history.message_index import index_is_current, index_path
     path = tmp_path / "history.jsonl"
     with HistoryWriter(path) as w:
         w._columnar.row_group = 7

@@ -1,4 +1,4 @@
-"""The writer's fast line for one-message sends (harness.history._send_line)
+"""The writer's fast line for one-message sends (history.writer._send_line)
 is the encoder's line, byte for byte, or it declines (None) and the encoder
 writes the op."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from harness.history import HistoryWriter, _encode, _send_line
+from history.writer import HistoryWriter, _encode, _send_line
 
 ints = st.integers(min_value=-(2 ** 70), max_value=2 ** 70)
 texts = st.text(max_size=12)        # any code point: escapes, non-ASCII, surrogates
@@ -82,7 +82,7 @@ def test_writer_lines_are_json_lines_of_the_ops(tmp_path):
 
 @st.composite
 def send_rows(draw) -> tuple:
-    """A pipelined producer's row (workloads.pipelined.SendRow), any field types
+    """A pipelined producer's row (history.writer.SendRow), any field types
     the fast path takes; sometimes one it does not (then the encoder writes it)."""
     odd = draw(st.sampled_from([None, None, None, "process", "value", "offset", "producer", "error"]))
     row = [draw(ints), draw(st.sampled_from(["invoke", "ok", "fail", "info"]) | texts), draw(ints), draw(ints),
@@ -99,7 +99,7 @@ def send_rows(draw) -> tuple:
 def test_rows_are_written_as_the_ops_they_stand_for(tmp_path_factory, rows, node):
     """append_sends writes the lines append_many writes for send_op(row, node),
     same indexes, in order: whether the fast path takes the rows or not."""
-    from workloads.pipelined import send_op
+    from history.writer import send_op
     d = tmp_path_factory.mktemp("rows")
     with HistoryWriter(d / "rows.jsonl", start_ns=0, columnar=False) as a, \
             HistoryWriter(d / "ops.jsonl", start_ns=0, columnar=False) as b:

@@ -8,9 +8,9 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.history import HistoryWriter
+from history.writer import HistoryWriter
 from harness.runner import Recorder
-from workloads.pipelined import send_op
+from history.writer import send_op
 
 
 @st.composite

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from checkers.history import read_history
+from history.ops import read_history
 
 pytestmark = pytest.mark.cluster
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from checkers.history import read_history
+from history.ops import read_history
 
 pytestmark = pytest.mark.cluster
 

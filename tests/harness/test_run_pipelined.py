@@ -7,7 +7,7 @@ from collections import defaultdict
 
 import pytest
 
-from checkers.history import read_history
+from history.ops import read_history
 
 pytestmark = pytest.mark.cluster
 
@@ -55,8 +55,8 @@ def test_pipelined_idempotent_run_under_kills_keeps_many_sends_in_flight_and_is_
         w in (o.get("error") or "") for w in ("crash", "_PURGE_INFLIGHT"))]
     assert crashed, "no send was in flight at a crash"
     # the columnar copy, paired in a process of its own as the run went, is the history's
-    from checkers import convert
-    from checkers.load import parquet_is_current
+    from history import convert
+    from history.parquet import parquet_is_current
     import pyarrow.parquet as pq
     jsonl, parquet = outcome.run_dir / "history.jsonl", outcome.run_dir / "history.parquet"
     assert parquet_is_current(jsonl, parquet)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from checkers.history import TXN, poll_reads, read_history, txn_micro_ops
+from history.ops import TXN, poll_reads, read_history, txn_micro_ops
 
 pytestmark = pytest.mark.cluster
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from checkers.history import read_history
+from history.ops import read_history
 
 pytestmark = pytest.mark.cluster
 

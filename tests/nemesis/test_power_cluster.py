@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from checkers.history import read_history
+from history.ops import read_history
 
 pytestmark = pytest.mark.cluster
 

@@ -49,7 +49,7 @@ def test_a_short_run_with_partitions_over_ssh(ssh_env, inventory, tmp_path):
     took = time.monotonic() - t0
     results = json.loads((outcome.run_dir / "results.json").read_text())
     assert outcome.exit_code == 0 and results["valid"] is True, (results.get("errors"), results.get("anomalies"))
-    from checkers.history import read_history  # skips the format header
+    from history.ops import read_history  # skips the format header
     history = list(read_history(outcome.run_dir / "history.jsonl"))
     partitions = [o for o in history if o["process"] == "nemesis" and o["f"] == "start-partition"]
     acked = sum(1 for o in history if o["f"] == "send" and o["type"] == "ok")

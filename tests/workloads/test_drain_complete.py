@@ -7,8 +7,8 @@ import random
 
 import pytest
 
-from checkers.history import read_history
-from harness.history import HistoryWriter
+from history.ops import read_history
+from history.writer import HistoryWriter
 from harness.runner import Recorder
 from workloads import ClientContext, QueueClient
 from workloads.drain import WatermarkProbe, drain, wait_for_drain

@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from checkers.history import read_history
-from harness.history import HistoryWriter
+from history.ops import read_history
+from history.writer import HistoryWriter
 from workloads import ClientContext, QueueClient, drain
 
 pytestmark = pytest.mark.cluster

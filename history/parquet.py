@@ -4,13 +4,13 @@ The Parquet file is one row per paired op (schema: ``model.PARQUET_SCHEMA``).
 An optional ``run`` column (int32) lets several histories share one file; the
 Spark engine checks each run separately in one pass.
 
-A run's history.parquet is written as the run goes (``harness.history``); it
+A run's history.parquet is written as the run goes (``history.writer``); it
 is current when its footer says it covers the JSONL byte for byte
 (``JSONL_BYTES``). Otherwise (an interrupted run, an old run, a hand-written
 history) ``history_to_parquet`` converts the JSONL, column by column
-(``checkers.convert``) or, for what that cannot read, op by op. Every writer
+(``history.convert``) or, for what that cannot read, op by op. Every writer
 of history.parquet is a ``PairedOpsWriter``, which writes the message index
-beside it (``checkers.messages``).
+beside it (``history.message_index``).
 """
 from __future__ import annotations
 
@@ -22,9 +22,9 @@ from typing import Callable, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .history import read_history
-from .messages import IndexWriter, index_path
-from .model import PARQUET_SCHEMA, PairedOp, pair_ops
+from history.ops import read_history
+from history.message_index import IndexWriter, index_path
+from history.paired import PARQUET_SCHEMA, PairedOp, pair_ops
 
 log = logging.getLogger(__name__)
 
@@ -146,7 +146,7 @@ def history_to_parquet(jsonl_path: Path, parquet_path: Path) -> int:
 
     Raises HistoryFormatError for a corrupt line other than a truncated last one.
     """
-    from .convert import Unsupported, history_tables
+    from history.convert import Unsupported, history_tables
     jsonl_path, parquet_path = Path(jsonl_path), Path(parquet_path)
     size = jsonl_path.stat().st_size
     meta = {JSONL_BYTES: str(size).encode()}

@@ -33,8 +33,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pj
 
-from .history import COMPLETIONS, FORMAT_VERSION, HEADER_KEY, INVOKE, OK, POLL, SEND
-from .model import CLIENT, MESSAGE_TYPE, PARQUET_SCHEMA, _build
+from history.ops import COMPLETIONS, FORMAT_VERSION, HEADER_KEY, INVOKE, OK, POLL, SEND
+from history.paired import CLIENT, MESSAGE_TYPE, PARQUET_SCHEMA, _build
 
 log = logging.getLogger(__name__)
 

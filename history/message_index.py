@@ -30,8 +30,15 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from .spark_partition import (DRAIN_READ_OP, FAIL_SEND_OP, INFO_SEND_OP, OK_SEND_OP, READ_OP, TXN_FAIL_OP,
-                              TXN_INFO_OP, TXN_OK_OP, TXN_OK_READ_OP, TXN_READ_OP, _bools, _np, is_value)
+from .arrays import _bools, _np, is_value
+from .row_groups import index_path, is_index, read_group, source  # noqa: F401 - the index's names
+
+# per message (TXN_ABORTED, TXN_UNKNOWN: writes of fail and info txns; a committed txn's are ACK/OK_NO_OFFSET)
+ACK, OK_NO_OFFSET, FAIL, INFO, READ, TXN_ABORTED, TXN_UNKNOWN = 0, 1, 2, 3, 4, 5, 6
+# per (op, partition) row from Spark
+OK_SEND_OP, FAIL_SEND_OP, INFO_SEND_OP, READ_OP, DRAIN_READ_OP = 0, 2, 3, 4, 5
+# txn writes by the txn's type; txn reads (of a committed txn, of any other)
+TXN_OK_OP, TXN_FAIL_OP, TXN_INFO_OP, TXN_OK_READ_OP, TXN_READ_OP = 6, 7, 8, 9, 10
 
 MESSAGE_SCHEMA = pa.schema([     # one Kafka partition's messages: no run or partition column
     ("id", pa.int64()), ("pos", pa.int32()),
@@ -51,16 +58,6 @@ FEW_VALUED = ("run", "partition", "process", "producer", "kind", "rc")
 # what cut reads of a paired-op table
 CUT_COLUMNS = ("run", "invoke_index", "invoke_time", "time", "process", "role", "type", "f", "drain", "producer",
                "isolation", "messages", "reads")
-
-
-def index_path(history: Path) -> Path:
-    """history.parquet -> history.messages.parquet"""
-    history = Path(history)
-    return history.with_name(history.name.removesuffix(".parquet") + ".messages.parquet")
-
-
-def is_index(path: Path) -> bool:
-    return Path(path).name.endswith(".messages.parquet")
 
 
 def cut(t: pa.Table) -> Iterator[tuple[int, int | None, pa.Table]]:
@@ -195,7 +192,6 @@ def index_is_current(history: Path, index: Path) -> bool:
 def build_index(history: Path, index: Path) -> None:
     """Index a history.parquet that has no current index of its own (written
     before the index was, or by hand), row group by row group."""
-    from .spark_scan import read_group, source
     writer = IndexWriter(index)
     try:
         files: dict[str, pq.ParquetFile] = {}

@@ -1,17 +1,17 @@
 """The columnar copy's process: history.jsonl -> history.parquet as the run goes.
 
-``harness.history.ColumnarCopy`` starts ``python -m harness.history_copy``
+``history.writer.ColumnarCopy`` starts ``python -m history.live_copy``
 (niced) with the paths and settings as one JSON argument, and talks to it on
 its stdin, one line at a time:
 
 * ``{"row_group": N}``: row groups of N paired ops from now on;
 * ``{"end": N}``: the writer closed and the JSONL is N bytes: pair the rest,
-  write the footers (the history's naming N, ``checkers.load.JSONL_BYTES``;
-  the message index's beside it, ``checkers.messages``), report and exit 0.
+  write the footers (the history's naming N, ``history.parquet.JSONL_BYTES``;
+  the message index's beside it, ``history.message_index``), report and exit 0.
 
 End of stdin without an ``end`` means the recording process died: this one
 exits at once, leaving a file without a footer, which
-``checkers.load.parquet_is_current`` rejects (analysis converts the JSONL).
+``history.parquet.parquet_is_current`` rejects (analysis converts the JSONL).
 Its report, on stdout, is JSON lines: ``{"log": level, "msg": ...}`` for the
 parent to log, then ``{"busy_s": ...}``.
 
@@ -32,8 +32,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from checkers.load import JSONL_BYTES, PairedOpsWriter, remove_columnar
-from checkers.model import PARQUET_SCHEMA, Pairer
+from history.parquet import JSONL_BYTES, PairedOpsWriter, remove_columnar
+from history.paired import PARQUET_SCHEMA, Pairer
 
 
 class _Report(logging.Handler):
@@ -52,13 +52,13 @@ def _say(obj: dict) -> None:
         sys.stdout.flush()
 
 
-log = logging.getLogger("harness.history_copy")
+log = logging.getLogger("history.live_copy")
 
 
 class Copy:
     """Follows a JSONL history as it is written, from byte ``start`` (after
     the header), and appends its paired ops to a Parquet file in row groups of
-    ``row_group``. Blocks are paired by ``checkers.convert`` (an invoke whose
+    ``row_group``. Blocks are paired by ``history.convert`` (an invoke whose
     completion has not been written yet is carried to the next block); from
     the first block that path does not support, op by op (``model.Pairer``).
     On any error it stops and removes its file (analysis converts the JSONL)."""
@@ -125,7 +125,7 @@ class Copy:
             return False
 
     def _pair(self, body: bytes, final: bool) -> pa.Table:
-        from checkers.convert import Unsupported, pair_block
+        from history.convert import Unsupported, pair_block
         if self._pairer is None:
             try:
                 table, self._carry = pair_block(self._carry + body, final)

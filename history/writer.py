@@ -1,20 +1,20 @@
 """Writing the history: every op's invocation and completion, as it happens.
 
-The format, and its reader, are ``checkers.history``: the one spec of what a
+The format, and its reader, are ``history.ops``: the one spec of what a
 history holds. This module only appends to it, from many threads at once.
 
 Beside history.jsonl (the crash-safe, readable record) the writer keeps
 history.parquet, the same ops paired as the checkers read them
-(``checkers.model``), and its message index (``checkers.messages``),
+(``history.paired``), and its message index (``history.message_index``),
 written in row groups by a niced process of its own
-(``harness.history_copy``) so that analysis of a finished run never re-reads
+(``history.live_copy``) so that analysis of a finished run never re-reads
 the JSONL. That process reads the JSONL behind the writer (a block of new
 lines about every second) and pairs each block column by column
-(``checkers.convert``, the conversion analysis uses), so the workers pay
+(``history.convert``, the conversion analysis uses), so the workers pay
 nothing for it but the line they write. The file gets its footer, naming the
 JSONL size it covers, when the writer closes; a run killed before that leaves
 a file without one (the copy's process exits when its stdin closes), and
-analysis converts the JSONL instead (``checkers.load.parquet_is_current``).
+analysis converts the JSONL instead (``history.parquet.parquet_is_current``).
 """
 from __future__ import annotations
 
@@ -29,8 +29,8 @@ import time
 from json.encoder import encode_basestring_ascii
 from pathlib import Path
 
-from checkers.history import Op, header
-from checkers.load import remove_columnar
+from .ops import SEND, Op, header
+from .parquet import remove_columnar
 
 log = logging.getLogger(__name__)
 
@@ -39,6 +39,22 @@ TAIL_INTERVAL_S = 1.0   # how often the columnar copy reads the JSONL's new line
                         # on a busy machine it falls behind and pairs the rest at close)
 COPY_BLOCK_BYTES = 1 << 26    # JSONL bytes paired at a time, at most (bounded memory)
 
+# A one-message send op as a row: (process, type, partition, value, offset or
+# None, producer, error or None); a completion's node is the producer's
+# (``ctx.node``), recorded beside the rows.
+SendRow = tuple[int, str, int, int, "int | None", str, "str | None"]
+
+
+def send_op(row: SendRow, node: str | None) -> Op:
+    """The op ``row`` stands for, its keys in the order the history writes them."""
+    process, typ, partition, value, offset, producer, error = row
+    op: Op = {"process": process, "type": typ, "f": SEND, "value": [[partition, value, offset]],
+              "producer": producer}
+    if error is not None:
+        op["error"] = error
+    if node is not None:
+        op["node"] = node
+    return op
 
 
 def _line_encoder():
@@ -172,7 +188,7 @@ def _row_lines(rows: list[tuple], node: str | None, index: int, t: int) -> list[
 class ColumnarCopy:
     """Keeps a Parquet copy of a JSONL history as it is written, from byte
     ``start`` (after the header), in row groups of ``row_group`` paired ops:
-    the pairing runs in a niced process of its own (``harness.history_copy``,
+    the pairing runs in a niced process of its own (``history.live_copy``,
     which reads the JSONL behind the writer every ``interval_s`` and pairs it
     ``block_bytes`` at a time), so the recording process's threads pay nothing
     for it but the line they write (in a thread it took their GIL). Never fails
@@ -191,7 +207,7 @@ class ColumnarCopy:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
         try:
             self._proc: subprocess.Popen | None = subprocess.Popen(
-                [sys.executable, "-m", "harness.history_copy", json.dumps(conf)], stdin=subprocess.PIPE,
+                [sys.executable, "-m", "history.live_copy", json.dumps(conf)], stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE, env=env, cwd=root, text=True)
         except OSError as exc:
             log.warning("history.parquet not kept (analysis will convert history.jsonl): %s", exc)
@@ -311,9 +327,9 @@ class HistoryWriter:
     def append_sends(self, rows: list[tuple], node: str | None = None) -> int:
         """``append_many`` of one-message send ops given as rows, ``(process,
         type, partition, value, offset or None, producer, error or None)``
-        (``workloads.pipelined.SendRow``; ``node``, when not None, on each),
+        (``SendRow``; ``node``, when not None, on each),
         without making their dicts: each line is ``_send_line``'s for the op
-        ``workloads.pipelined.send_op(row, node)``, all with one time (they
+        ``send_op(row, node)``, all with one time (they
         are written together). Returns the first line's index. A row of other
         field types: the ops go to ``append_many``."""
         with self._lock:
@@ -327,7 +343,6 @@ class HistoryWriter:
                 if written != len(data):
                     self._write_rest(data, written or 0)
         if lines is None:
-            from workloads.pipelined import send_op
             ops = self.append_many([send_op(row, node) for row in rows])
             return ops[0]["index"]
         return first
