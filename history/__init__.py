@@ -1,0 +1,18 @@
+"""The history: what a run records, on the ground floor.
+
+Every other package reads and writes a run's history through this one, and it
+imports none of them (tests/test_layering.py). Its modules, in the order a
+run's ops travel (docs/design.md, "The history"):
+
+* ``ops``: the contract, the fields and values of every op, and the reader
+  of history.jsonl; ``faults``: the nemesis ops as fault intervals.
+* ``writer``: the thread-safe appender the runner records through.
+* ``live_copy``: the niced process that pairs the JSONL into history.parquet
+  as the run goes.
+* ``paired``: paired ops, the one shape both checker engines read, and the
+  Parquet schema; ``convert``: the columnar JSONL-to-Parquet conversion;
+  ``parquet``: writing, reading and judging the currency of history.parquet.
+* ``message_index``: history.messages.parquet, every message by Kafka
+  partition; ``row_groups``: a history.parquet's row groups and the reading of
+  one; ``arrays``: Arrow columns as numpy arrays.
+"""
