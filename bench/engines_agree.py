@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import checkers  # noqa: E402
 from history.ops import history_header  # noqa: E402
-from checkers.records import load_records  # noqa: E402
+from history.parquet import parquet_is_current  # noqa: E402
+from checkers.kafka_record import load_records  # noqa: E402
 
 
 def runs(paths: list[Path]) -> list[Path]:
@@ -49,7 +50,7 @@ def main() -> int:
         for run in found:
             cfg = checkers.stored_checker_config(run)
             records = load_records(run, history_header(run / "history.jsonl").get("wall_ns_at_zero"))
-            src = run / "history.parquet" if checkers.parquet_is_current(run / "history.jsonl",
+            src = run / "history.parquet" if parquet_is_current(run / "history.jsonl",
                                                                         run / "history.parquet") \
                 else run / "history.jsonl"
             ref = checkers.check(src, {**cfg, "engine": "reference"}, records=records)

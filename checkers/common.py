@@ -19,7 +19,7 @@ from history.paired import witness_op
 from .result import ANOMALY_TYPES, DESCRIPTIONS, CheckResult
 
 if TYPE_CHECKING:
-    from .records import RunRecords
+    from .kafka_record import RunRecords
 
 DEFAULT_ALLOWED = {"elr-election": "informational: an election from the eligible leader replicas is clean by "
                                    "design (KIP-966)",

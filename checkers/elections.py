@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterable
 
 from history.ops import PartitionSample
-from .records import FROM_ELR, REMOVING_KINDS, UNCLEAN, RunRecords, elections as record_elections, presence
+from .kafka_record import FROM_ELR, REMOVING_KINDS, UNCLEAN, RunRecords, elections as record_elections, presence
 
 if TYPE_CHECKING:
     from .common import RunFindings

@@ -321,7 +321,7 @@ class Runner:
             if interrupted:
                 self._heal_everything(restart_dead=False)
             try:  # Kafka's own record (metadata.jsonl, replicas.jsonl), read before the nodes go
-                from harness.records import collect_records
+                from harness.record_collector import collect_records
                 collect_records(self.cluster.kafka, self.run_dir, TOPIC, self.cfg.workload.partitions)
             except Exception as exc:
                 log.warning("reading Kafka's records failed: %s", exc)

@@ -59,7 +59,7 @@ TABLE: tuple[Row, ...] = (
     Row("dump-log-segments-in-tools", (4, 3, 0),
         "Kafka 4.3.0 moved DumpLogSegments from core (Scala, kafka.tools.DumpLogSegments; "
         "still there in 4.2.0) to the tools module (org.apache.kafka.tools.DumpLogSegments)",
-        "broker.records starts the class the node's Kafka has"),
+        "broker.log_dump starts the class the node's Kafka has"),
 )
 _ROWS = {row.name: row for row in TABLE}
 

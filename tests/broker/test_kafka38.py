@@ -104,7 +104,7 @@ def test_transactions_commit_and_abort_on_3_8(run38):
 
 def test_records_read_a_transactional_partition_on_3_8(run38):
     """DumpLogSegments' class on 3.8 is core's kafka.tools one; control batches carry no payload."""
-    from broker.records import node_kafka_version, read_replica_logs
+    from broker.log_dump import node_kafka_version, read_replica_logs
     _, cluster = run38
     kafka = cluster.kafka
     topics = kafka.admin().list_topics(timeout=10).topics

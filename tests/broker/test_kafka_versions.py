@@ -5,7 +5,7 @@ import hashlib
 
 import pytest
 
-from broker.records import _dump_argv
+from broker.log_dump import _dump_argv
 from broker.settings_check import check_features
 from infra.distribution import POM_TEMPLATE, LOG4J_VERSION, render_pom
 from infra.kafka_versions import TABLE, features, has, installed_version, parse_version

@@ -52,7 +52,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from checkers.records import Replica, RunRecords, fold_changes
+from checkers.kafka_record import Replica, RunRecords, fold_changes
 from checkers.txn import TXN_TYPES
 
 Op = dict[str, Any]

@@ -49,7 +49,7 @@ def test_conversion_runs_while_spark_starts(tmp_path: Path, monkeypatch: Any, sp
     """The conversion waits for the session start to begin: done one after the
     other, it would time out."""
     started = threading.Event()
-    real = checkers.history_to_parquet
+    real = checkers.checking.history_to_parquet
 
     def convert(src: Path, dst: Path) -> int:
         if not started.wait(60):
@@ -60,7 +60,7 @@ def test_conversion_runs_while_spark_starts(tmp_path: Path, monkeypatch: Any, sp
     def starting(master: str, conf: Any, given: Any) -> Iterator[Any]:
         started.set()
         yield spark
-    monkeypatch.setattr(checkers, "history_to_parquet", convert)
+    monkeypatch.setattr(checkers.checking, "history_to_parquet", convert)
     monkeypatch.setattr(session, "analysis_session", starting)
     run = run_dir(tmp_path)
     r = checkers.analyze_run(run, {"engine": "spark"})

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.records import (MetadataDump, RecordReadError, combine_segments, metadata_end_offset,
+from broker.log_dump import (MetadataDump, RecordReadError, combine_segments, metadata_end_offset,
                             parse_data_dump, parse_epoch_checkpoint, parse_metadata_dump, type_name)
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -87,7 +87,7 @@ def test_leader_epoch_checkpoint():
 
 
 def test_nodes_disagreeing_on_the_common_prefix_are_reported():
-    from harness.records import metadata_lines
+    from harness.record_collector import metadata_lines
     recs = parse_metadata_dump(fixture("metadata_dump.txt"))
     full = MetadataDump("n2", recs, 0, 636)
     prefix = [r for r in recs if r["offset"] < 62]
@@ -113,7 +113,7 @@ def wait_for(predicate, timeout_s: float, what: str):
 
 @pytest.mark.cluster
 def test_collect_records_after_a_leader_kill(heal_cluster, topic_name, tmp_path):
-    from harness.records import collect_records
+    from harness.record_collector import collect_records
     from tests.kafka_io import produce
     kafka = heal_cluster.kafka
     kafka.create_topic(topic_name, partitions=2, replication_factor=3, config={"min.insync.replicas": 2})

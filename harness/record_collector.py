@@ -2,7 +2,7 @@
 (docs/design.md, "The store"): ``metadata.jsonl`` (the KRaft log's topic and
 partition records) and ``replicas.jsonl`` (every replica's log and epochs).
 
-Read from every node at once through ``broker.records``; a node that cannot be
+Read from every node at once through ``broker.log_dump``; a node that cannot be
 read becomes an error entry, never an exception: the run must still end and
 be analysed.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 from broker.cluster import KafkaCluster
 from broker.config import broker_id
-from broker.records import MetadataDump, ReplicaDump, read_metadata_log, read_replica_logs
+from broker.log_dump import MetadataDump, ReplicaDump, read_metadata_log, read_replica_logs
 from infra.node import parallel
 
 log = logging.getLogger(__name__)

@@ -1,7 +1,7 @@
 """Kafka's own record of a run: the controller's metadata log and the replicas' logs.
 
 The harness reads both from the nodes before the cluster is removed
-(``harness.records``) and stores them beside the history; this module is
+(``harness.record_collector``) and stores them beside the history; this module is
 their reader and the one interpretation of them (docs/design.md, "Kafka's own
 record"). Standard library only.
 

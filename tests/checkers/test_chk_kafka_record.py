@@ -10,7 +10,7 @@ from typing import Any
 import checkers
 from checkers.common import Settings, client_allowances
 from checkers.elections import attribute
-from checkers.records import Replica, RunRecords, elections, fold_changes, load_records, presence
+from checkers.kafka_record import Replica, RunRecords, elections, fold_changes, load_records, presence
 from chk_gen import Params, W0, inject_run, simulate_run
 
 MS = 1_000_000
