@@ -23,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from broker.lifecycle import BrokerSettings  # noqa: E402
-from harness.cluster import cluster_down, cluster_up  # noqa: E402
+from harness.run_cluster import cluster_down, cluster_up  # noqa: E402
 from infra.distribution import DEFAULT_KAFKA_VERSION, cache_root  # noqa: E402
 from infra.engine import docker_client  # noqa: E402
 

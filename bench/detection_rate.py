@@ -26,9 +26,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from harness.config import load, validate  # noqa: E402
+from harness.run_config import load, validate  # noqa: E402
 from history.ops import START, read_history  # noqa: E402
-from history.faults import nemesis_ops  # noqa: E402
+from history.fault_intervals import nemesis_ops  # noqa: E402
 from history.parquet import read_paired_ops  # noqa: E402
 from checkers.reference import RunIndex, lost_messages  # noqa: E402
 from harness.runner import Runner  # noqa: E402

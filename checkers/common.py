@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from history.ops import SAMPLER, START
-from history.faults import FaultTracker, NemesisOp
+from history.fault_intervals import FaultTracker, NemesisOp
 from history.paired import witness_op
 from .result import ANOMALY_TYPES, DESCRIPTIONS, CheckResult
 

@@ -58,7 +58,7 @@ def cluster_up_cmd(nodes: int, kafka_version: str, name: str, base_image: str | 
                    inventory: str | None) -> None:
     """Start a cluster and leave it running (until `kchaos cluster down`)."""
     from broker.lifecycle import BrokerSettings
-    from harness.cluster import cluster_up
+    from harness.run_cluster import cluster_up
     settings = BrokerSettings(properties=parse_props(broker_prop))
     if inventory is not None:
         from infra.inventory import load_inventory
@@ -75,7 +75,7 @@ def cluster_up_cmd(nodes: int, kafka_version: str, name: str, base_image: str | 
 @click.option("--topic", default=None, help="Show only this topic's partitions.")
 def cluster_status_cmd(name: str, topic: str | None) -> None:
     """Brokers, the active controller, and each partition's leader and ISR."""
-    from harness.cluster import cluster_attach
+    from harness.run_cluster import cluster_attach
     kafka = cluster_attach(name).kafka
     controller = kafka.active_controller()
     try:
@@ -112,7 +112,7 @@ def cluster_status_cmd(name: str, topic: str | None) -> None:
 @name_option
 def cluster_down_cmd(name: str) -> None:
     """Remove the cluster's containers and network."""
-    from harness.cluster import cluster_down
+    from harness.run_cluster import cluster_down
     console.print(cluster_down(name))
 
 
@@ -122,10 +122,10 @@ def cluster_down_cmd(name: str) -> None:
               help="Also heal these SSH hosts: kill brokers, remove the KCHAOS chain, reset clocks.")
 def clean_cmd(name: str | None, inventory: str | None) -> None:
     """Remove every container, network and firewall chain kchaos ever made."""
-    from harness.cluster import clean_all
+    from harness.run_cluster import clean_all
     failed = []
     if inventory is not None:
-        from harness.cluster import clean_ssh_hosts
+        from harness.run_cluster import clean_ssh_hosts
         from infra.engine import _ping
         for node, status in clean_ssh_hosts(inventory).items():
             console.print(f"{node}: {'healed' if status == 'ok' else status}", highlight=False, soft_wrap=True)

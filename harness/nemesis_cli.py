@@ -2,7 +2,7 @@
 ``kchaos cluster up``, and heal it again.
 
 It lives in harness, not nemesis, because it attaches to clusters through
-``harness.cluster``: the nemesis package stays free of harness imports.
+``harness.run_cluster``: the nemesis package stays free of harness imports.
 """
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from infra.errors import KchaosError, UsageError
-from nemesis.core import TARGETS, NemesisContext, Op
+from nemesis.protocol import TARGETS, NemesisContext, Op
 from nemesis.partition import TOPOLOGIES
 
 
@@ -22,7 +22,7 @@ class NemesisFailed(KchaosError):
 
 
 def _context(name: str, topic: str | None, seed: int | None) -> NemesisContext:
-    from harness.cluster import cluster_attach
+    from harness.run_cluster import cluster_attach
     return NemesisContext(cluster_attach(name).kafka, topic, random.Random(seed))
 
 
@@ -275,7 +275,7 @@ def power_loss_cmd(nodes: str, restart: bool, topic: str | None, partition: int 
 @name_option
 def heal_cmd(no_restart: bool, restart_skewed: bool, name: str) -> None:
     """Remove the partition chain, netem qdiscs, chains and delayers, reset clocks, resume and restart brokers."""
-    from harness.cluster import cluster_attach
+    from harness.run_cluster import cluster_attach
     from nemesis.packages import heal_all
     report = heal_all(cluster_attach(name).kafka, restart_dead=not no_restart, restart_skewed=restart_skewed)
     for node, status in report.items():

@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from history.ops import HEAL, NEMESIS, START, STOP, Op
-from history.faults import affected_nodes, nemesis_ops
+from history.fault_intervals import affected_nodes, nemesis_ops
 
 DEFAULT_TIME_TOLERANCE_S = 5.0
 

@@ -46,7 +46,7 @@ def run_options(f):
 
 
 def build_config(config_path: Path | None, **flags):
-    from harness import config as cfgmod
+    from harness import run_config as cfgmod
     cfg = cfgmod.load(config_path or DEFAULT_CONFIG)
     nemesis = flags.pop("nemesis")
     if nemesis is not None:

@@ -23,10 +23,10 @@ from pathlib import Path
 from typing import Any, Callable
 
 from harness import schedule
-from harness.cluster import ClusterHandle, cluster_up, mark_kept, sweep_dead_runs
-from harness.config import RunConfig, run_group_id
+from harness.run_cluster import ClusterHandle, cluster_up, mark_kept, sweep_dead_runs
+from harness.run_config import RunConfig, run_group_id
 from history.ops import INFO, INVOKE, NEMESIS, OK, SAMPLER, SEND, START, TXN, acknowledged_offsets
-from history.faults import FaultTracker, NemesisOp
+from history.fault_intervals import FaultTracker, NemesisOp
 from history.writer import HistoryWriter
 from harness.progress import RunListener, as_listener, fault_line
 from harness.store import attach_log_file, new_run_dir, write_json
@@ -176,8 +176,8 @@ class Runner:
         log_handler = attach_log_file(run_dir)
         cfg_json = cfg.to_json()
         cfg_json["schedule_digest"] = schedule.digest(cfg)
-        from harness.config import offline_client_context
-        from workloads.core import effective_settings
+        from harness.run_config import offline_client_context
+        from workloads.client import effective_settings
         cfg_json["client_settings"] = effective_settings(offline_client_context(cfg))
         write_json(run_dir / "config.json", cfg_json)
         self.recorder = Recorder(HistoryWriter(run_dir / "history.jsonl"))
@@ -249,7 +249,7 @@ class Runner:
                           f"{', '.join(cfg.nemesis.faults) or 'none'}", time_limit=cfg.time_limit)
         if cfg.nemesis.faults:
             import random
-            from nemesis.core import NemesisContext
+            from nemesis.protocol import NemesisContext
             from nemesis.packages import build_nemesis, build_packages
             self.packages = build_packages(list(cfg.nemesis.faults))
             ctx = NemesisContext(self.cluster.kafka, TOPIC, random.Random(f"kchaos:{cfg.seed}:resolve"))
@@ -357,7 +357,7 @@ class Runner:
         return run
 
     def _client_context(self, process: int):
-        from workloads.core import ClientContext
+        from workloads.client import ClientContext
         cfg = self.cfg
         return ClientContext(
             bootstrap=self.cluster.kafka.bootstrap(), topic=TOPIC, partitions=cfg.workload.partitions,

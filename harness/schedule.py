@@ -16,7 +16,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from harness.config import RunConfig, effective_commit_fraction
+from harness.run_config import RunConfig, effective_commit_fraction
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from harness.config import RunConfig
+from harness.run_config import RunConfig
 from harness.suite_config import DEFAULT_RUN_OVERHEAD, SUITES_DIR, PlannedRun, Suite
 
 log = logging.getLogger(__name__)
@@ -199,7 +199,7 @@ class SuiteRun:
 
     def _write(self, data: dict[str, Any], earlier: list) -> None:
         from harness.store import write_json
-        from reports.suite import write_suite_reports
+        from reports.suite_report import write_suite_reports
         write_json(self.suite_dir / "suite.json", data)
         try:
             write_suite_reports(self.suite_dir, data, earlier)
@@ -207,7 +207,7 @@ class SuiteRun:
             log.error("rendering the suite index failed: %s", exc, exc_info=True)
 
     def execute(self) -> tuple[Path, int]:
-        from reports.suite import load_earlier
+        from reports.suite_report import load_earlier
         self.suite_dir = new_suite_dir(self.store, self.suite.name)
         earlier = load_earlier(self.suite_dir, self.suite.trend)
         self.records = [self._record(p) for p in self.planned]
@@ -298,7 +298,7 @@ RERUN_OUTCOMES = ("invalid", "unknown")
 def _rerun_config(suite_dir: Path, rec: dict[str, Any], store: str | None) -> RunConfig:
     """A run's stored config.json with its seed, validated; stored beside the original
     (or in ``store``)."""
-    from harness import config as cfgmod
+    from harness import run_config as cfgmod
     from infra.errors import UsageError
     run_dir = (suite_dir / rec["run_dir"]).resolve()
     path = run_dir / "config.json"
@@ -330,7 +330,7 @@ class SuiteRerun:
     was invalid or unknown, run again with its stored config and seed. Each
     rerun is appended to its record's ``reruns`` in the suite folder's
     suite.json, the record is marked ``flaky`` when a rerun's verdict disagrees
-    with the original's (``reports.suite.is_flaky``), and index.html and
+    with the original's (``reports.suite_report.is_flaky``), and index.html and
     junit.xml are rewritten after every rerun."""
 
     def __init__(self, suite_dir: Path, store: str | None = None, progress: Callable[..., None] | None = None,
@@ -349,7 +349,7 @@ class SuiteRerun:
 
     def _write(self) -> None:
         from harness.store import write_json
-        from reports.suite import is_flaky, load_earlier, write_suite_reports
+        from reports.suite_report import is_flaky, load_earlier, write_suite_reports
         for rec in self.records:
             rec["flaky"] = is_flaky(rec)
         self.data["flaky"] = sum(1 for r in self.data["runs"] if isinstance(r, dict) and r.get("flaky"))

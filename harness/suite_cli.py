@@ -27,7 +27,7 @@ def _print_suite(suite_dir: Path, code: int, verbosity: int = 0) -> None:
         word = _CODE_WORD.get(code, str(code))
         console.print(Text(word, style=_STYLE.get(word.lower(), "bold")) + Text("  ") + index, soft_wrap=True)
         return
-    from reports.suite import is_flaky
+    from reports.suite_report import is_flaky
     data = json.loads((suite_dir / "suite.json").read_text())
     table = Table(title=Text(f"kchaos suite: {data['name']}"), title_justify="left")
     for col in ("#", "run", "verdict", "anomalies", "time"):
@@ -144,7 +144,7 @@ def register(app: click.Group) -> None:
         cheap first check only. Exit 0 when every reproduction matches, 1 otherwise, 3 when
         a reproduction failed to run, 130 interrupted.
         """
-        from harness import config as cfgmod
+        from harness import run_config as cfgmod
         from harness import reproduce
         from harness import schedule
         from harness.suite import default_runner

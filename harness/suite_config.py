@@ -47,8 +47,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import config as cfgmod
-from harness.config import RunConfig
+from harness import run_config as cfgmod
+from harness.run_config import RunConfig
 from infra.distribution import validate_version
 from infra.tomlfile import load_toml
 from infra.errors import UsageError

@@ -22,7 +22,7 @@ from broker.config import FAKETIME_FILE
 from history.ops import START, STOP
 from infra.errors import UsageError
 from infra.node import Node, shell_join
-from nemesis.core import NemesisContext, Op, completed, each, node_names, resolve_nodes
+from nemesis.protocol import NemesisContext, Op, completed, each, node_names, resolve_nodes
 from nemesis.topology import sort_nodes
 
 log = logging.getLogger(__name__)

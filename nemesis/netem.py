@@ -45,7 +45,7 @@ from infra.errors import UsageError
 from infra.node import Node, shell_join
 from nemesis import netem_iptables as ipt
 from nemesis import topology as topo
-from nemesis.core import NemesisContext, Op, completed, each, resolve_nodes
+from nemesis.protocol import NemesisContext, Op, completed, each, resolve_nodes
 from nemesis.partition import client_address
 
 log = logging.getLogger(__name__)

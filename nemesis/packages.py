@@ -26,7 +26,7 @@ from infra.errors import UsageError
 from infra.node import Node, shell_join
 from nemesis import clock, netem, partition, power, process
 from nemesis.budget import Budget, op_cost
-from nemesis.core import Nemesis, NemesisContext, Op, compose, each, node_names
+from nemesis.protocol import Nemesis, NemesisContext, Op, compose, each, node_names
 
 log = logging.getLogger(__name__)
 

@@ -21,7 +21,7 @@ from history.ops import START as START_ACTION, STOP as STOP_ACTION
 from infra.errors import UsageError
 from infra.node import Node, shell_join
 from nemesis import topology as topo
-from nemesis.core import NemesisContext, Op, completed, each, node_names, op_rng, partition_leader, resolve_nodes
+from nemesis.protocol import NemesisContext, Op, completed, each, node_names, op_rng, partition_leader, resolve_nodes
 
 log = logging.getLogger(__name__)
 

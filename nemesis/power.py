@@ -1,13 +1,13 @@
 """Power loss: the broker dies and its disk keeps only what was fsynced.
 
 ``power-loss`` SIGKILLs the broker on each target, then drops from its partition
-logs every byte Kafka never fsynced (``broker.power``: a cut per log, from the
+logs every byte Kafka never fsynced (``broker.unsynced_data``: a cut per log, from the
 recovery-point checkpoint, the active segment and the topic's flush settings),
 and leaves it down; ``power-on`` starts it again (Kafka recovers the cut logs as
 after any unclean shutdown). A SIGKILL alone keeps the page cache: this is the
 fault that shows what acks=all means without fsync (docs/design.md, "Faults").
 
-Targets: those of ``nemesis.core.resolve_nodes``, plus ``majority`` (a seeded
+Targets: those of ``nemesis.protocol.resolve_nodes``, plus ``majority`` (a seeded
 random majority) and ``nodes`` (an explicit list). The completion records per
 node what was lost (``took``: a line per node; ``logs``: per partition log the
 dropped offsets [from, to), records and bytes).
@@ -19,11 +19,11 @@ from typing import Any, Callable
 
 from broker.cluster import KafkaCluster
 from broker.config import CONFIG_PATH
-from broker.power import LONG_MAX, FlushPolicy, power_cut, preflight_script
+from broker.unsynced_data import LONG_MAX, FlushPolicy, power_cut, preflight_script
 from history.ops import START as START_ACTION, STOP as STOP_ACTION
 from infra.errors import UsageError
 
-from nemesis.core import NemesisContext, Op, completed, each, node_names, op_rng, resolve_nodes
+from nemesis.protocol import NemesisContext, Op, completed, each, node_names, op_rng, resolve_nodes
 from nemesis.process import ensure_running
 from nemesis.topology import sort_nodes
 

@@ -1,6 +1,6 @@
 """Broker process faults: SIGKILL then restart, SIGSTOP then SIGCONT.
 
-Targets are resolved by nemesis.core.resolve_nodes ("random", "leader" of a
+Targets are resolved by nemesis.protocol.resolve_nodes ("random", "leader" of a
 partition, "controller", "minority", "all", a node name, a node index).
 """
 from __future__ import annotations
@@ -12,7 +12,7 @@ from typing import Any
 from broker.cluster import KafkaCluster
 from history.ops import START as START_ACTION, STOP as STOP_ACTION
 
-from nemesis.core import NemesisContext, Op, completed, each, node_names, resolve_nodes
+from nemesis.protocol import NemesisContext, Op, completed, each, node_names, resolve_nodes
 from nemesis.topology import sort_nodes
 
 log = logging.getLogger(__name__)

@@ -52,7 +52,7 @@ from typing import Any, Callable
 from broker.config import BROKER_PORT
 from infra.distribution import KAFKA_LIB
 from nemesis import partition, power, process
-from nemesis.core import NemesisContext, Op, compose, completed, current_states, partition_leader
+from nemesis.protocol import NemesisContext, Op, compose, completed, current_states, partition_leader
 from nemesis.packages import INDEX_RANGE, PACKAGES, copy_op
 
 AWAIT_ISR_SHRINK = "await-isr-shrink"

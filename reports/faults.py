@@ -12,7 +12,7 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-from history.faults import FaultInterval, fault_intervals, nemesis_ops
+from history.fault_intervals import FaultInterval, fault_intervals, nemesis_ops
 from history.ops import Op
 
 # Default palette by fault kind (also used for the legend chips in the HTML).

@@ -11,7 +11,7 @@ from typing import Any
 import jinja2
 
 from .digest import digest
-from .elections import RECORD_KEYS, all_elections, elections_context, witness_record
+from .elections_page import RECORD_KEYS, all_elections, elections_context, witness_record
 from .faults import fault_timeline
 from .junit import junit_xml
 from .load import RunData, load_run, node_logs

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from history.faults import fault_boundary
+from history.fault_intervals import fault_boundary
 from checkers.result import ANOMALY_TYPES
 
 from .digest import as_partition

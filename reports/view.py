@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from .digest import as_partition
-from history.faults import fault_boundary
+from history.fault_intervals import fault_boundary
 
 from .faults import default_color, safe_color
 

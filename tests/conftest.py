@@ -17,7 +17,7 @@ def pytest_configure(config):
 
 @pytest.fixture(scope="session")
 def kafka_cluster():
-    from harness.cluster import cluster_down, cluster_up
+    from harness.run_cluster import cluster_down, cluster_up
     name = f"t{os.getpid()}"
     handle = cluster_up(name, nodes=3)
     try:

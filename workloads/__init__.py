@@ -2,11 +2,11 @@
 Imports neither nemesis nor infra: clients reach Kafka through bootstrap addresses only.
 
 The queue workload (``QueueClient``) after Jepsen's Kafka queue test, its
-delivery-error classification, and the final drain. See ``workloads.core``
+delivery-error classification, and the final drain. See ``workloads.client``
 for the Client protocol the runner drives.
 """
 from workloads.classify import CERTAIN_NOT_WRITTEN, classify_delivery_error
-from workloads.core import (Client, ClientContext, consumer_settings, delivery_timeout_ms, merge_settings,
+from workloads.client import (Client, ClientContext, consumer_settings, delivery_timeout_ms, merge_settings,
                             producer_settings)
 from workloads.drain import DRAIN_PROCESS_BASE, drain
 from workloads.queue import QueueClient, shape_poll

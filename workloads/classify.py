@@ -50,7 +50,7 @@ from __future__ import annotations
 
 from confluent_kafka import KafkaError
 
-from workloads.core import FAIL, INFO
+from workloads.client import FAIL, INFO
 
 CERTAIN_NOT_WRITTEN: frozenset[int] = frozenset({
     KafkaError.UNKNOWN_TOPIC_OR_PART,

@@ -46,7 +46,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
-from workloads.core import INFO, OK, librdkafka_logger, merge_settings
+from workloads.client import INFO, OK, librdkafka_logger, merge_settings
 from workloads.queue import shape_poll, errors_text
 
 log = logging.getLogger(__name__)

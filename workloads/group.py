@@ -78,7 +78,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from history.ops import COMMIT, POLL, READ_COMMITTED, REBALANCE, SUBSCRIBE
 from workloads.classify import error_name
-from workloads.core import FAIL, INFO, OK, ClientContext, Op, completion
+from workloads.client import FAIL, INFO, OK, ClientContext, Op, completion
 from workloads.queue import QueueClient
 
 log = logging.getLogger(__name__)

@@ -49,7 +49,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from history.ops import FAIL, INFO, INVOKE, OK, Op
 from history.writer import SendRow, send_op
 from workloads.classify import classify_delivery_error, error_name
-from workloads.core import ClientContext, producer_settings
+from workloads.client import ClientContext, producer_settings
 from workloads.queue import encode_value
 
 log = logging.getLogger(__name__)

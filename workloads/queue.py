@@ -43,7 +43,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from workloads.classify import classify_delivery_error, error_name
-from workloads.core import (FAIL, INFO, OK, ClientContext, Op, completion, consumer_settings,
+from workloads.client import (FAIL, INFO, OK, ClientContext, Op, completion, consumer_settings,
                             producer_settings)
 
 log = logging.getLogger(__name__)

@@ -59,7 +59,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from history.ops import POLL, READ_COMMITTED, SEND
 from workloads.classify import error_name
-from workloads.core import FAIL, INFO, OK, ClientContext, Op, completion, consumer_settings, producer_settings
+from workloads.client import FAIL, INFO, OK, ClientContext, Op, completion, consumer_settings, producer_settings
 from workloads.queue import abandon_producer, close_consumer, encode_value, errors_text, shape_poll
 
 log = logging.getLogger(__name__)

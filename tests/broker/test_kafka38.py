@@ -19,7 +19,7 @@ VERSION = "3.8.1"   # the last 3.8 release on Maven Central
 
 @pytest.fixture(scope="module")
 def run38(tmp_path_factory):
-    from harness.config import NemesisConfig, RunConfig
+    from harness.run_config import NemesisConfig, RunConfig
     from harness.runner import Runner
     store = tmp_path_factory.mktemp("store38")
     cfg = RunConfig(name="k38", seed=38, kafka_version=VERSION, time_limit=25, keep_cluster=True,

@@ -82,7 +82,7 @@ def test_installed_version_from_jar_names():
 
 
 def test_run_config_refuses_what_3_8_cannot_do():
-    from harness.config import NemesisConfig, RunConfig, validate
+    from harness.run_config import NemesisConfig, RunConfig, validate
     from infra.errors import UsageError
     with pytest.raises(UsageError, match="Eligible Leader Replicas"):
         validate(RunConfig(kafka_version="3.8.1", nemesis=NemesisConfig(faults=["elr-election"])))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.power import (FlushPolicy, LONG_MAX, SegmentError, parse_checkpoint, parse_listing, partition_dir,
+from broker.unsynced_data import (FlushPolicy, LONG_MAX, SegmentError, parse_checkpoint, parse_listing, partition_dir,
                           plan_cut, power_cut, scan_batches)
 from infra.node import LocalNode
 

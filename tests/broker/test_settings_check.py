@@ -10,7 +10,7 @@ import pytest
 
 from broker.config import render_properties
 from broker.settings_check import check_settings
-from harness.config import RunConfig, validate
+from harness.run_config import RunConfig, validate
 from harness.suite_config import expand, parse
 from infra.distribution import DEFAULT_KAFKA_VERSION
 from infra.errors import UsageError

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from history.ops import FORMAT_VERSION, HEADER_KEY, HistoryFormatError, history_format, read_history
-from history.faults import fault_boundary, fault_intervals, nemesis_ops
+from history.fault_intervals import fault_boundary, fault_intervals, nemesis_ops
 from history.writer import HistoryWriter
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.config import load, validate
+from harness.run_config import load, validate
 from infra.errors import UsageError
 
 

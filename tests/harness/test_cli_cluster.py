@@ -72,7 +72,7 @@ def test_clean_removes_what_a_killed_cluster_up_left():
 
 
 def test_next_run_sweeps_a_killed_cluster_up_but_spares_live_ones(kafka_cluster):
-    from harness.cluster import sweep_dead_runs
+    from harness.run_cluster import sweep_dead_runs
     name = f"sweep{os.getpid()}"
     _sigkill_during_up(name)
     sweep_dead_runs()

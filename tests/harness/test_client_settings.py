@@ -5,10 +5,10 @@ import sys
 
 import pytest
 
-from harness.config import RunConfig, load, validate
+from harness.run_config import RunConfig, load, validate
 from harness.suite_config import expand, parse
 from infra.errors import UsageError
-from workloads.core import ClientContext, check_settings
+from workloads.client import ClientContext, check_settings
 
 
 def bad(table: str, key: str, value) -> RunConfig:

@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from harness.config import RunConfig, from_dict, load, validate
+from harness.run_config import RunConfig, from_dict, load, validate
 from infra.errors import UsageError
 
 

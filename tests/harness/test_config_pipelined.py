@@ -4,7 +4,7 @@ from pathlib import Path
 import pytest
 
 from harness import schedule
-from harness.config import RunConfig, WorkloadConfig, load, validate
+from harness.run_config import RunConfig, WorkloadConfig, load, validate
 from infra.errors import UsageError
 from tests.harness.config_refusals import refused_by_cli
 

@@ -9,9 +9,9 @@ import pytest
 from confluent_kafka import KafkaError
 
 from harness import schedule
-from harness.config import RunConfig, WorkloadConfig, load, offline_client_context, run_group_id, validate
+from harness.run_config import RunConfig, WorkloadConfig, load, offline_client_context, run_group_id, validate
 from tests.harness.config_refusals import refused_by_cli, refused_by_validate
-from workloads.core import consumer_settings
+from workloads.client import consumer_settings
 from workloads.group import commit_outcome, generation_of
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from history.faults import NemesisOp
+from history.fault_intervals import NemesisOp
 from harness.progress import ConsoleProgress, LineListener, as_listener, fault_line
 
 

@@ -31,7 +31,7 @@ def run_networks(pid: int) -> list:
 
 
 def test_fault_free_run_reads_back_every_acknowledged_send(tmp_path):
-    from harness.config import RunConfig
+    from harness.run_config import RunConfig
     from harness.runner import Runner
     cfg = RunConfig(name="nofault", seed=1234, time_limit=30, store=str(tmp_path))
     outcome = Runner(cfg).execute()
@@ -119,7 +119,7 @@ def test_sigkilled_run_is_swept_by_the_next_run_and_by_clean(tmp_path):
     assert run_containers(proc.pid), "a SIGKILLed run leaves its containers"
     list(read_history(history))  # readable as it was left
     cluster = run_containers(proc.pid)[0].labels["kchaos.cluster"]
-    from harness.cluster import sweep_dead_runs
+    from harness.run_cluster import sweep_dead_runs
     sweep_dead_runs()  # what the next `kchaos run` does first
     assert run_containers(proc.pid) == [] and run_networks(proc.pid) == []
     clean = subprocess.run([sys.executable, "-m", "harness.cli", "clean", "--name", cluster],

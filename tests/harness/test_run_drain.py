@@ -12,7 +12,7 @@ pytestmark = pytest.mark.cluster
 
 
 def test_a_drain_cut_short_is_info_with_a_reason_and_the_verdict_unknown(tmp_path):
-    from harness.config import RunConfig, validate
+    from harness.run_config import RunConfig, validate
     from harness.runner import EXIT_UNKNOWN, Runner
     # A drain deadline that has passed before the first fetch, whatever the machine's speed (50 ms was
     # enough to read 300 records of a partition on a quiet machine): no partition is read to its end.

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.cluster
 
 
 def _run(tmp_path, name: str, crash_interval: float = 0.0, consumer: dict | None = None, **kw):
-    from harness.config import RunConfig, WorkloadConfig, validate
+    from harness.run_config import RunConfig, WorkloadConfig, validate
     from harness.runner import Runner
     workload = WorkloadConfig(mode="subscribe", commit_fraction=0.15, async_commit_probability=0.5,
                               send_fraction=0.5, op_timeout=8.0, crash_interval=crash_interval)
@@ -130,7 +130,7 @@ def test_fault_free_group_run_commits_rebalances_and_resumes_at_committed_offset
 
 
 def test_group_run_under_kills_and_pauses_completes_and_leaves_nothing(tmp_path):
-    from harness.config import NemesisConfig
+    from harness.run_config import NemesisConfig
     outcome, ops = _run(tmp_path, "groupfault", seed=616, time_limit=30,
                         consumer={"partition.assignment.strategy": "cooperative-sticky"},
                         nemesis=NemesisConfig(faults=["kill", "pause"], interval=6))

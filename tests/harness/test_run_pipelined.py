@@ -13,7 +13,7 @@ pytestmark = pytest.mark.cluster
 
 
 def test_pipelined_idempotent_run_under_kills_keeps_many_sends_in_flight_and_is_valid(tmp_path):
-    from harness.config import RunConfig, WorkloadConfig, NemesisConfig, validate
+    from harness.run_config import RunConfig, WorkloadConfig, NemesisConfig, validate
     from harness.runner import Runner
     from tests.harness.test_run import run_containers, run_networks
     cfg = RunConfig(name="pipelined", seed=4242, time_limit=40, rate=1500, concurrency=2, store=str(tmp_path),

@@ -41,7 +41,7 @@ def harness_errors(run_dir: Path) -> list[str]:
 
 
 def test_fault_free_transactions_commit_and_abort_as_recorded(tmp_path):
-    from harness.config import RunConfig, WorkloadConfig, validate
+    from harness.run_config import RunConfig, WorkloadConfig, validate
     from harness.runner import Runner
     from tests.harness.test_run import run_containers
     cfg = RunConfig(name="txnfree", seed=2024, time_limit=30, rate=60, concurrency=3, store=str(tmp_path),
@@ -83,7 +83,7 @@ def test_fault_free_transactions_commit_and_abort_as_recorded(tmp_path):
 
 
 def test_client_crashes_under_kills_move_every_worker_to_new_processes(tmp_path):
-    from harness.config import NemesisConfig, RunConfig, WorkloadConfig, validate
+    from harness.run_config import NemesisConfig, RunConfig, WorkloadConfig, validate
     from harness.runner import Runner
     from tests.harness.test_run import run_containers, run_networks
     cfg = RunConfig(name="txncrash", seed=99, time_limit=30, rate=60, concurrency=2, store=str(tmp_path),

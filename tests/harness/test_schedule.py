@@ -1,7 +1,7 @@
 """The schedule is a pure function of config and seed."""
 import itertools
 
-from harness.config import RunConfig, WorkloadConfig
+from harness.run_config import RunConfig, WorkloadConfig
 from harness.schedule import digest, fault_plan, worker_ops
 
 

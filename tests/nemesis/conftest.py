@@ -15,7 +15,7 @@ import pytest
 def nem_cluster(request):
     name = os.environ.get("KCHAOS_NEMESIS_CLUSTER")
     if name:
-        from harness.cluster import cluster_attach
+        from harness.run_cluster import cluster_attach
         return cluster_attach(name)
     return request.getfixturevalue("kafka_cluster")
 
@@ -38,7 +38,7 @@ def healed(nem_cluster):
 def ctx(nem_cluster, topic_name):
     """A nemesis context on a fresh topic name; heals everything and deletes
     the topic after the test."""
-    from nemesis.core import NemesisContext
+    from nemesis.protocol import NemesisContext
     yield NemesisContext(nem_cluster.kafka, topic_name, random.Random(1234))
     heal(nem_cluster)
     try:

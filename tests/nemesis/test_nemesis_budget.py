@@ -82,7 +82,7 @@ def test_budgeted_plan_keeps_the_budget_and_the_recovery_windows(seed, limit, in
 
 
 def test_default_run_has_faults_and_never_two_impairing_ones_at_once():
-    from harness.config import RunConfig
+    from harness.run_config import RunConfig
     from harness.schedule import fault_plan, fault_budget
     cfg = RunConfig(seed=1, time_limit=600)
     cfg.nemesis.faults, cfg.nemesis.interval = ["partition", "kill", "pause"], 10
@@ -94,7 +94,7 @@ def test_default_run_has_faults_and_never_two_impairing_ones_at_once():
 
 
 def test_budget_config_is_validated():
-    from harness.config import RunConfig, validate
+    from harness.run_config import RunConfig, validate
     from infra.errors import UsageError
     for bad in (-1, 1.5, True):
         cfg = RunConfig()

@@ -150,7 +150,7 @@ def test_heal_removes_leftover_qdiscs_and_client_rules_and_only_ours(healed, cap
     # netem itself may be missing from the kernel: any qdisc under our handle stands in for it.
     n1.run(["tc", "qdisc", "add", "dev", "eth0", "root", "handle", "4b43:", "htb"], timeout=30)
     n1.run(["tc", "qdisc", "add", "dev", "lo", "root", "handle", "5:", "htb"], timeout=30)
-    from nemesis.core import NemesisContext
+    from nemesis.protocol import NemesisContext
     import random
     done = NetemNemesis(NemesisContext(kafka, "unused", random.Random(1))).invoke(
         {"f": "start-netem", "value": {"target": "n3", "links": "peers", "delay_ms": 100, "loss_pct": 10,

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from infra.errors import UsageError
 from nemesis import packages as P
-from nemesis.core import ComposedNemesis, NemesisContext, UnknownNemesisOp, completed, compose
+from nemesis.protocol import ComposedNemesis, NemesisContext, UnknownNemesisOp, completed, compose
 
 STARTS = {"start-partition": "partition", "kill": "kill", "pause": "pause",
           "bump-clock": "clock", "strobe-clock": "clock", "start-netem": "netem"}

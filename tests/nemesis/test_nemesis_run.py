@@ -9,8 +9,8 @@ pytestmark = pytest.mark.cluster
 
 
 def test_run_with_all_faults_heals_everything(tmp_path):
-    from harness.cluster import cluster_down
-    from harness.config import RunConfig, validate
+    from harness.run_cluster import cluster_down
+    from harness.run_config import RunConfig, validate
     from harness.runner import Runner
     from nemesis.clock import read_offset
     from nemesis.netem import qdiscs

@@ -16,7 +16,7 @@ pytestmark = pytest.mark.cluster
 def _one_node_plan_seed(cfg) -> int:
     """The first seed whose (pure) plan powers off exactly one node once, after
     writes have begun, and powers it on before the end."""
-    from harness.config import validate
+    from harness.run_config import validate
     from harness.schedule import fault_plan
     from nemesis.power import POWER_LOSS, POWER_ON
     for seed in range(100):
@@ -29,7 +29,7 @@ def _one_node_plan_seed(cfg) -> int:
 
 
 def test_power_loss_of_one_node_drops_its_unflushed_log_and_loses_no_acknowledged_write(tmp_path):
-    from harness.config import RunConfig, validate
+    from harness.run_config import RunConfig, validate
     from harness.runner import TOPIC, Runner
     cfg = RunConfig(name="power-one", time_limit=45, rate=100, store=str(tmp_path))
     cfg.workload.partitions = 2

@@ -47,7 +47,7 @@ def test_build_nemesis_handles_power_ops():
 
 
 def test_config_refuses_power_loss_with_moved_log_dirs():
-    from harness.config import RunConfig, validate
+    from harness.run_config import RunConfig, validate
     cfg = RunConfig()
     cfg.nemesis.faults = ["power-loss"]
     cfg.broker = {"log.dirs": "/elsewhere"}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from reports import render_run
 from reports.digest import digest
-from reports.elections import ELR_LABEL, MAX_CHANGES_PER_PARTITION
+from reports.elections_page import ELR_LABEL, MAX_CHANGES_PER_PARTITION
 from reports.load import load_run
 from reports.render import render_html
 

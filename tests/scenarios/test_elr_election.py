@@ -26,7 +26,7 @@ def _election_lines(logs: dict[str, str]) -> str:
 
 
 def test_elr_election_scenario_elects_an_eligible_leader_replica_and_stays_valid(tmp_path):
-    from harness.config import load, validate
+    from harness.run_config import load, validate
     from harness.runner import Runner
     cfg = load(EXAMPLES / "elr-election.toml")
     # One cycle: the ISR shrinks 10-40 s after the cut and the runner skips plan

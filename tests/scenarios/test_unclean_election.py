@@ -12,7 +12,7 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 
 def test_unclean_election_scenario_is_invalid_with_a_lost_write_acknowledged_before_it(tmp_path):
-    from harness.config import load, validate
+    from harness.run_config import load, validate
     from harness.runner import Runner
     cfg = load(EXAMPLES / "unclean-election.toml")
     cfg.time_limit = 60

@@ -57,7 +57,7 @@ def test_missing_and_malformed_files(tmp_path: Path):
 
 
 def test_run_config_backend_validation(tmp_path: Path):
-    from harness.config import RunConfig, WorkloadConfig, validate
+    from harness.run_config import RunConfig, WorkloadConfig, validate
     with pytest.raises(UsageError, match="needs an inventory"):
         validate(RunConfig(backend="ssh"))
     with pytest.raises(UsageError, match="valid backends"):

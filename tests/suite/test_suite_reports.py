@@ -10,7 +10,7 @@ from pathlib import Path
 from checkers.result import ANOMALY_TYPES
 from harness.suite import SuiteRun
 from harness.suite_config import expand, parse
-from reports.suite import load_earlier, suite_junit, write_suite_reports
+from reports.suite_report import load_earlier, suite_junit, write_suite_reports
 
 from .fakes import FakeClock, FakeRunner, make_run_dir
 

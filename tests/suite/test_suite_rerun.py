@@ -11,7 +11,7 @@ import pytest
 
 from harness.suite import SuiteRerun, SuiteRun
 from harness.suite_config import expand, parse
-from reports.suite import is_flaky
+from reports.suite_report import is_flaky
 
 from .fakes import FakeClock, FakeRunner
 from .test_suite_reports import Index

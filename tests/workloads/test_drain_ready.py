@@ -123,7 +123,7 @@ def test_recorder_tracks_the_highest_acknowledged_offset_per_partition(tmp_path)
 
 @pytest.mark.parametrize("value", [-1, float("inf"), float("nan")])
 def test_drain_wait_is_validated(value):
-    from harness.config import RunConfig, validate
+    from harness.run_config import RunConfig, validate
     from infra.errors import UsageError
     with pytest.raises(UsageError) as info:
         validate(RunConfig(drain_wait=value))
@@ -132,7 +132,7 @@ def test_drain_wait_is_validated(value):
 
 
 def test_drain_wait_from_toml(tmp_path):
-    from harness.config import RunConfig, from_dict, validate
+    from harness.run_config import RunConfig, from_dict, validate
     from infra.errors import UsageError
     assert RunConfig().drain_wait == 60.0
     assert validate(from_dict({"drain_wait": 0})).drain_wait == 0.0

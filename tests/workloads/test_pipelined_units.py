@@ -10,7 +10,7 @@ import itertools
 import socket
 import time
 
-from workloads.core import ClientContext
+from workloads.client import ClientContext
 from workloads.pipelined import PipelinedProducer
 
 

@@ -7,7 +7,7 @@ import pytest
 from confluent_kafka import KafkaError
 
 from workloads.classify import classify_delivery_error
-from workloads.core import (ClientContext, Client, consumer_settings, delivery_timeout_ms, merge_settings,
+from workloads.client import (ClientContext, Client, consumer_settings, delivery_timeout_ms, merge_settings,
                             producer_settings)
 from workloads.drain import drain_settings
 from workloads.queue import QueueClient, decode_value, encode_value, shape_poll

@@ -379,7 +379,7 @@ def _validate_kafka_settings(cfg: RunConfig) -> None:
 
 def offline_client_context(cfg: RunConfig) -> Any:
     """A worker's client context without a cluster (no bootstrap address)."""
-    from workloads.core import ClientContext
+    from workloads.client import ClientContext
 
     w = cfg.workload
     return ClientContext(
@@ -395,7 +395,7 @@ def _validate_client_settings(cfg: RunConfig) -> None:
     offline and closed, so a typo costs one line naming the key and exit 64
     before any cluster starts. Mirrors Runner._client_context; the bootstrap
     address is the cluster's and not known yet (check_settings leaves it out)."""
-    from workloads.core import check_settings
+    from workloads.client import check_settings
 
     try:
         check_settings(offline_client_context(cfg))
