@@ -14,23 +14,24 @@ engine is tested against, so every definition reads as one loop. Terms:
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import logging
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .common import (Finding, RunFindings, Settings, Witness, availability,
-                     lag_summary, percentile)
-from .groups import UNKNOWN_STAT, chain_cuts, check_groups, rebalances, unknown_consumption
-from history.ops import POLL, REBALANCE, SEND, SUBSCRIBE
+from history.ops import POLL, REBALANCE, SEND, SUBSCRIBE, TXN
 from history.paired import PairedOp
+
 from . import txn as txn_checks
-from history.ops import TXN
+from .common import Finding, RunFindings, Settings, Witness, availability
+from .groups import chain_cuts, check_groups, rebalances
+from .reference_stats import stats
+from .settle import MarkerOf, Settled, effective_type, settle
 from .txn import acknowledged, read_committed
 
 log = logging.getLogger(__name__)
 
-NS = 1_000_000_000
 
 
 @dataclass(frozen=True)
@@ -45,19 +46,36 @@ class Msg:
 class RunIndex:
     """Indexes over one run's paired ops, shared by the checks."""
 
-    def __init__(self, ops: list[PairedOp]):
-        self.ops = sorted(ops, key=lambda o: o.invoke_index)
-        self.by_id = {o.id: o for o in self.ops}
+    def __init__(self, ops: list[PairedOp], marker: MarkerOf | None = None):
+        recorded = sorted(ops, key=lambda o: o.invoke_index)
+        self.recorded = recorded                          # as recorded: what witnesses and op counts show
+        self.by_id = {o.id: o for o in recorded}
+        polls = [o for o in recorded if o.client and o.f == POLL]
+        self.reads = [Msg(p, off, v, o, i) for o in polls if o.type == "ok" for i, (p, off, v) in enumerate(o.messages)]
+        # a txn's reads happened whatever its outcome
+        self.reads += [Msg(p, off, v, o, i) for o in recorded if o.client and o.f == TXN
+                       for i, (p, off, v) in enumerate(o.reads or [])]
+        drains = [o for o in polls if o.drain]
+        self.drained = {(m.partition, m.value) for m in self.reads if m.op.drain}
+        self.drain_all_ok = bool(drains) and all(o.type == "ok" for o in drains)
+        self.drain_parts = {p for o in drains if o.type == "ok" for p in o.partitions or []}
+        self.drain_counts = {"ops": len(drains), "ok": sum(o.type == "ok" for o in drains)}
+        # info txns settled from markers, reads and the drain (settle.py); the checks judge their effective type
+        self.settled: dict[int, Settled] = self._settle(recorded, marker)
+        effective = {i: dataclasses.replace(self.by_id[i], type=effective_type("info", s))
+                     for i, s in self.settled.items() if effective_type("info", s) != "info"}
+        if effective:
+            self.ops = [effective.get(o.id, o) for o in recorded]
+            self.reads = [dataclasses.replace(m, op=effective[m.op.id]) if m.op.id in effective else m
+                          for m in self.reads]
+        else:
+            self.ops = recorded
         self.sends = [o for o in self.ops if o.client and o.f == SEND]
         self.txns = [o for o in self.ops if o.client and o.f == TXN]
         self.ok_msgs = [Msg(p, off, v, o, i) for o in self.ops if o.client and o.f in (SEND, TXN)
                         for i, (p, off, v) in enumerate(o.messages) if acknowledged(o, off)]
         self.acks = [m for m in self.ok_msgs if m.offset is not None]
         self.polls = [o for o in self.ops if o.client and o.f == POLL]
-        self.reads = [Msg(p, off, v, o, i) for o in self.polls if o.type == "ok"
-                      for i, (p, off, v) in enumerate(o.messages)]
-        # a txn's reads happened whatever its outcome
-        self.reads += [Msg(p, off, v, o, i) for o in self.txns for i, (p, off, v) in enumerate(o.reads or [])]
         self.pov: dict[tuple[int, int, int], int] = {}
         for m in self.acks + self.reads:
             key = (m.partition, m.offset, m.value)
@@ -66,7 +84,8 @@ class RunIndex:
         for p, o, _ in self.pov:
             known[p].add(o)
         self.known = {p: sorted(s) for p, s in known.items()}
-        # what a read_committed consumer sees: not offsets known only from aborted or info txns' values
+        # what a read_committed consumer sees: not offsets known only from values of txns that did not
+        # commit (aborted, or info and not settled committed)
         hidden = {(p, v) for o in self.txns if o.type != "ok" for p, _, v in o.messages}
         known_rc: dict[int, set[int]] = defaultdict(set)
         for p, o, v in self.pov:
@@ -82,14 +101,21 @@ class RunIndex:
             self.first_read[k] = (min(rid, m.op.id), min(off, m.offset))
             self.max_read[m.partition] = max(self.max_read.get(m.partition, (m.offset, -m.op.id)),
                                              (m.offset, -m.op.id))
-        drains = [o for o in self.polls if o.drain]
-        self.drained = {(m.partition, m.value) for m in self.reads if m.op.drain}
-        self.drain_all_ok = bool(drains) and all(o.type == "ok" for o in drains)
-        self.drain_parts = {p for o in drains if o.type == "ok" for p in o.partitions or []}
-        self.drain_counts = {"ops": len(drains), "ok": sum(o.type == "ok" for o in drains)}
         # "group": subscribe with rebalances recorded (chains follow them; no subscribe allowance)
         self.mode = ("group" if any(o.client and o.f == REBALANCE for o in self.ops)
                      else "subscribe" if any(o.f == SUBSCRIBE for o in self.ops) else "assign")
+
+    def _settle(self, recorded: list[PairedOp], marker: MarkerOf | None) -> dict[int, Settled]:
+        info = [o for o in recorded if o.client and o.f == TXN and o.type == "info"]
+        if not info:
+            return {}
+        writer = {(p, v): o.id for o in info for p, _, v in o.messages}
+        readers: dict[tuple[int, int], tuple[int, int]] = {}
+        for m in self.reads:
+            k = (m.partition, m.value)
+            if k in writer and writer[k] != m.op.id and read_committed(m.op.isolation):
+                readers[k] = min(readers.get(k, (m.op.id, m.offset)), (m.op.id, m.offset))
+        return settle(((o.id, list(o.messages)) for o in info), readers, self.drained, self.drain_complete, marker)
 
     def rank(self, p: int, offset: int) -> int:
         return bisect.bisect_left(self.known[p], offset)
@@ -180,49 +206,77 @@ def check_nonmonotonic_send(run: RunIndex, settings: Settings) -> Result:
 
 def check_polls(run: RunIndex, settings: Settings) -> Result:
     """Per consumer process, partition and drain flag (the final drain is its own
-    chain), successive reads while the partition stays assigned: an ok assign
-    keeps the chains of the partitions it names and ends the others; an info
-    assign and an ok/info subscribe end every chain of the process. A rebalance
-    ends the chains of the partitions it revokes or assigns (groups.py), and the
-    reads of those partitions in the op it follows belong to no chain. An offset
-    not above the previous is nonmonotonic-poll; jumping over known offsets is
-    poll-skip. Order (partition, op id, position)."""
-    last: dict[int, dict[tuple[bool, int], Msg]] = defaultdict(dict)
+    chain), successive reads while the partition stays assigned: a poll's reads
+    and a txn's reads, in op and then micro-op order. An ok assign keeps the
+    chains of the partitions it names and ends the others; an info assign and an
+    ok/info subscribe end every chain of the process. A rebalance ends the chains
+    of the partitions it revokes or assigns (groups.py), and the reads of those
+    partitions in the op it follows belong to no chain.
+
+    A txn that did not commit (aborted, or unknown and not settled committed)
+    moves no chain: Kafka's contract is that the consumer reads again from where
+    it stood before that txn's reads (the workload seeks back; KAFKA-17582), so
+    the next read is judged against the position before the txn, and its
+    witness names the txn (``after_txn``). Successive reads within one txn are
+    the int-* checks' (txn.check_internal), not the chains'.
+
+    An offset not above the previous is nonmonotonic-poll; jumping over known
+    offsets is poll-skip. Order (partition, op id, position)."""
+    last: dict[Any, dict[tuple[bool, int], Msg]] = defaultdict(dict)
+    after: dict[Any, dict[tuple[bool, int], int]] = defaultdict(dict)   # chain -> txn it was taken back over
     non, skip = [], []
     cuts = chain_cuts(rebalances(run.ops))
     for op in run.ops:
         if not op.client:
             continue
+        chains, rewound = last[op.process], after[op.process]
+        ends: set[int] | None = None
         if op.f == REBALANCE:
             ends = set(op.partitions or ()) | set(op.revoked or ())
-            chains = last[op.process]
-            for key in [key for key in chains if key[1] in ends]:
-                del chains[key]
         if op.f in ("assign", "subscribe") and op.type in ("ok", "info"):
             keep = set(op.partitions or ()) if op.f == "assign" and op.type == "ok" else set()
-            chains = last[op.process]
-            for key in [key for key in chains if key[1] not in keep]:
-                del chains[key]
-        if op.f != "poll" or op.type != "ok":
+            ends = {key[1] for key in chains if key[1] not in keep} | {key[1] for key in rewound if key[1] not in keep}
+        if ends:
+            for table in (chains, rewound):
+                for key in [key for key in table if key[1] in ends]:
+                    del table[key]
+        if op.f == POLL and op.type == "ok":
+            reads, moves = op.messages, True
+        elif op.f == TXN:
+            reads, moves = op.reads or [], op.type == "ok"
+        else:
             continue
-        chains = last[op.process]
         cut = cuts.get(op.id, frozenset())
-        for i, (p, o, v) in enumerate(op.messages):
+        before: dict[tuple[bool, int], Msg | None] = {}
+        for i, (p, o, v) in enumerate(reads):
+            key = (op.drain, p)
+            undone = rewound.pop(key, None)
             if p in cut:
-                chains.pop((op.drain, p), None)
+                chains.pop(key, None)
+                before.pop(key, None)
                 continue
-            prev = chains.get((op.drain, p))
-            chains[(op.drain, p)] = Msg(p, o, v, op, i)
-            if prev is None:
+            prev = chains.get(key)
+            if not moves and key not in before:
+                before[key] = prev
+            chains[key] = Msg(p, o, v, op, i)
+            if prev is None or (op.f == TXN and prev.op.id == op.id):
                 continue
-            w = Witness(p, [prev.offset, o], [prev.value, v], [prev.op.id, op.id])
+            ids = [prev.op.id, op.id] + ([undone] if undone is not None else [])
+            w = Witness(p, [prev.offset, o], [prev.value, v], ids,
+                        extra={} if undone is None else {"after_txn": undone})
             if o <= prev.offset:
                 non.append(((p, op.id, i), w))
             else:
                 gap, skipped = run.between(p, prev.offset, o, read_committed(op.isolation))
                 if gap > 0:
-                    w.extra = {"skipped": skipped, "skipped_count": gap}
+                    w.extra.update({"skipped": skipped, "skipped_count": gap})
                     skip.append(((p, op.id, i), w))
+        for key, prev in before.items():     # a txn that did not commit: back to where the chain stood
+            if prev is None:
+                chains.pop(key, None)
+            else:
+                chains[key] = prev
+            rewound[key] = op.id
     return {"nonmonotonic-poll": _finding(non, settings), "poll-skip": _finding(skip, settings)}
 
 
@@ -298,54 +352,6 @@ def inconsistent(run: RunIndex) -> list[tuple[int, int, int | None]]:
     return [(p, o, first_ack.get((p, o))) for (p, o), n in sorted(values.items()) if n > 1]
 
 
-def stats(run: RunIndex) -> dict[str, Any]:
-    """Op counts, availability per second, acknowledged/read values, drain,
-    and realtime lag: per non-drain ok poll and partition, at the poll's last
-    read of it (the consumer's position), how long before the poll was invoked
-    an ack at a higher offset existed (0 if none)."""
-    ops: dict[str, dict[str, int]] = {}
-    for o in run.ops:
-        ops.setdefault(o.f, {"ok": 0, "fail": 0, "info": 0})[o.type] += 1
-    avail = Counter((o.time // NS, o.type) for o in run.ops if o.client and o.time is not None)
-    first_ack: dict[int, list[tuple[int, int]]] = defaultdict(list)
-    for m in run.acks:
-        first_ack[m.partition].append((m.offset, m.op.time))
-    suffix: dict[int, tuple[list[int], list[int]]] = {}
-    for p, acks in first_ack.items():
-        acks.sort()
-        offs = [o for o, _ in acks]
-        mins, best = [0] * len(acks), None
-        for i in range(len(acks) - 1, -1, -1):
-            best = acks[i][1] if best is None else min(best, acks[i][1])
-            mins[i] = best
-        suffix[p] = (offs, mins)
-    lags = []
-    for op in run.polls:
-        if op.type != "ok" or op.drain:
-            continue
-        last: dict[int, int] = {}
-        for p, o, _ in op.messages:
-            last[p] = o                  # the consumer's position after this poll
-        for p, o in last.items():
-            offs, mins = suffix.get(p, ([], []))
-            k = bisect.bisect_right(offs, o)
-            lags.append(max(0, op.invoke_time - mins[k]) if k < len(offs) else 0)
-    lags.sort()
-    ok_parts = {m.partition for m in run.ok_msgs}
-    unknown = unknown_consumption(run.ops)          # groups.py; absent when none
-    return {
-        **({UNKNOWN_STAT: unknown} if unknown else {}),
-        "ops": ops,
-        "acknowledged": len({(m.partition, m.value) for m in run.ok_msgs}),
-        "read": len(run.first_read),
-        "drain_complete": run.drain_all_ok and ok_parts <= run.drain_parts,
-        "drains": run.drain_counts,
-        "availability_counts": dict(avail),
-        "realtime_lag": lag_summary(*(
-            (percentile(lags, 0.5), percentile(lags, 0.99), float(lags[-1])) if lags else (None,) * 3)),
-    }
-
-
 CHECKS: dict[str, Callable[[RunIndex, Settings], Result]] = {
     "offsets": check_offsets,
     "nonlinearizable": check_nonlinearizable,
@@ -368,9 +374,10 @@ TYPES_OF = {
 }
 
 
-def analyze(ops: list[PairedOp], settings: Settings) -> RunFindings:
-    """Run every check; a check that raises marks its anomaly types with the error."""
-    run = RunIndex(ops)
+def analyze(ops: list[PairedOp], settings: Settings, marker: MarkerOf | None = None) -> RunFindings:
+    """Run every check; a check that raises marks its anomaly types with the error.
+    ``marker``: Kafka's record of transaction markers (kafka_record.marker_of), for settling info txns."""
+    run = RunIndex(ops, marker)
     anomalies: dict[str, Finding] = {}
     errors = []
     for name, fn in CHECKS.items():
@@ -389,6 +396,8 @@ def analyze(ops: list[PairedOp], settings: Settings) -> RunFindings:
         st = {}
     if "availability_counts" in st:
         st["availability"] = availability(st.pop("availability_counts"))
+    if run.settled:
+        st["settled_txns"] = [run.settled[i].as_dict() for i in sorted(run.settled)]
     ids = {i for f in anomalies.values() for w in f.witnesses for i in w.op_ids}
     lost, inc = [], []
     try:

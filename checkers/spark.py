@@ -24,6 +24,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .common import Finding, RunFindings, Settings, Witness, availability, lag_summary, percentile
+from .settle import MarkerOf
 from history.message_index import build_index, index_is_current, index_path
 from .spark_frames import Control, control_pass, partition_results, read_ops, witness_ops
 from .spark_partition import ALL_TYPES, CHECKS, Context, unpack_sorted
@@ -45,8 +46,10 @@ def _err(name: str, e: BaseException | str) -> str:
 
 
 def analyze_runs(spark: Any, parquet_path: str, settings: Settings,
-                 timings: dict[str, float] | None = None) -> dict[int, RunFindings]:
+                 timings: dict[str, float] | None = None,
+                 markers: dict[int, MarkerOf] | None = None) -> dict[int, RunFindings]:
     """Check every run in the file; a run id with no ops is absent from the result.
+    ``markers``: per run, Kafka's record of transaction markers (settle.py), where there is one.
     ``timings`` gets the seconds of each job ("index": building a message index
     the history lacked; "checks": statistics, control ops and the
     per-partition pass; "witnesses": the ops witnesses name)."""
@@ -71,7 +74,7 @@ def analyze_runs(spark: Any, parquet_path: str, settings: Settings,
             # the ops as a DataFrame, for the txn and group passes only: made when first asked for
             # (on a cold session it costs about 0.5 s, and most histories have neither)
             ops = functools.cache(lambda: read_ops(spark, parquet_path))
-            return _analyze(spark, src, slices, ops, settings, timings)
+            return _analyze(spark, src, slices, ops, settings, timings, markers or {})
     finally:
         spark.conf.set(key, saved)
 
@@ -114,7 +117,8 @@ class _Runs:
 
 
 def _analyze(spark: Any, src: Source, slices: dict[tuple[int, int | None], list[Slice]],
-             ops: Callable[[], Any], settings: Settings, timings: dict[str, float]) -> dict[int, RunFindings]:
+             ops: Callable[[], Any], settings: Settings, timings: dict[str, float],
+             markers: dict[int, MarkerOf]) -> dict[int, RunFindings]:
     """``src``: the file's row groups, ``slices``: its message index (the hot
     passes); ``ops()``: the ops as a DataFrame (the transaction and group passes)."""
     t0 = time.monotonic()
@@ -136,7 +140,7 @@ def _analyze(spark: Any, src: Source, slices: dict[tuple[int, int | None], list[
     for run, base in acc.base.items():
         if base["drains"] and base["drains"] == base["drains_ok"]:
             ctx.drained |= {(run, p) for p in drain_parts[run]}
-    spark_txn.prepare(ops, ctx, acc)       # transactions: rebalances after txns
+    settled = spark_txn.prepare(ops, ctx, acc, markers)   # transactions: rebalances after txns, info txns settled
     groups = GroupPass(ops, acc, k)
     groups.prepare(ctx)                    # consumer groups: rebalances cut poll chains (ctx.rebalances)
 
@@ -213,6 +217,8 @@ def _analyze(spark: Any, src: Source, slices: dict[tuple[int, int | None], list[
             anomalies=acc.found[run],
             stats={
                 **group_stats.get(run, {}),
+                **({"settled_txns": [settled[run][i].as_dict() for i in sorted(settled[run])]}
+                   if settled.get(run) else {}),
                 "ops": base["ops"],
                 "acknowledged": stat.get((run, "acknowledged"), 0),
                 "read": stat.get((run, "read"), 0),

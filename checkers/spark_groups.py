@@ -26,7 +26,8 @@ import pyarrow.compute as pc
 
 from .common import Finding, Witness
 from .groups import GROUP_TYPES, UNKNOWN_STAT, commit_offsets
-from .spark_partition import OUT_DDL, Context, Out, unique
+from .spark_arrays import unique
+from .spark_partition import OUT_DDL, Context, Out
 from history.arrays import _np
 
 log = logging.getLogger(__name__)

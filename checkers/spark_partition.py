@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -31,9 +31,10 @@ import pyarrow.compute as pc
 from history.arrays import _array, _bools, _np
 from history.message_index import (ACK, DRAIN_READ_OP, FAIL, FAIL_SEND_OP, INFO_SEND_OP, OK_NO_OFFSET, OK_SEND_OP,
                                    READ, READ_OP, TXN_ABORTED, TXN_FAIL_OP, TXN_INFO_OP, TXN_OK_OP, TXN_OK_READ_OP,
-                                   TXN_UNKNOWN)
+                                   TXN_READ_OP, TXN_UNKNOWN)
 
-from .common import SKIPPED_LIMIT
+from .spark_arrays import _first_k, _groups, unique
+from .spark_chains import poll_chains
 
 OUT_SCHEMA = pa.schema([
     ("what", pa.string()), ("type", pa.string()), ("run", pa.int32()), ("partition", pa.int32()),
@@ -59,6 +60,8 @@ class Context:
     # (run, process) -> rebalances (lo, hi, partitions): each ends the chains of those partitions,
     # and their reads in ops lo..hi (the op it follows, groups.py) belong to no chain
     rebalances: dict[tuple[int, int], list[tuple[int, int, frozenset[int]]]] = field(default_factory=dict)
+    # run -> (ids of info txns settled committed, of those settled aborted), sorted (settle.py)
+    settled: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
 _ZSTD = pa.Codec("zstd", 1)
@@ -76,32 +79,15 @@ def unpack_sorted(b: bytes) -> np.ndarray:
     return np.frombuffer(_ZSTD.decompress(b[8:], decompressed_size=8 * n, asbytes=True), np.int64)
 
 
-def unique(a: np.ndarray) -> np.ndarray:
-    """np.unique of a 1-D array, by sorting. numpy 2.4's np.unique hashes
-    instead, and on 1.9M int64 offsets that took 0.9 s against 0.03 s sorted:
-    half of the 10M-op partition pass (bench/checker_throughput.py)."""
-    s = np.sort(a)
-    return s[np.r_[True, s[1:] != s[:-1]]] if len(s) else s
-
-
-def _groups(sorted_keys: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Start and end indexes of runs of equal key tuples in sorted arrays."""
-    n = len(sorted_keys[0])
-    if n == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    change = np.zeros(n, bool)
-    change[0] = True
-    for k in sorted_keys:
-        change[1:] |= k[1:] != k[:-1]
-    starts = np.flatnonzero(change)
-    return starts, np.append(starts[1:], n)
-
-
-def _first_k(keys: list[np.ndarray], k: int) -> np.ndarray:
-    """Indexes of the k least rows by the key tuple (first key most significant)."""
-    if len(keys[0]) == 0:
-        return np.zeros(0, np.int64)
-    return np.lexsort(tuple(reversed(keys)))[:k]
+def settled_kinds(op_kind: np.ndarray, ids: np.ndarray, committed: np.ndarray, aborted: np.ndarray) -> np.ndarray:
+    """The kinds the checks judge by: a settled info txn's writes and reads as a
+    committed txn's (TXN_OK_OP, TXN_OK_READ_OP) or its writes as an aborted one's."""
+    op_kind = op_kind.copy()
+    ok, bad = np.isin(ids, committed), np.isin(ids, aborted)
+    op_kind[ok & (op_kind == TXN_INFO_OP)] = TXN_OK_OP
+    op_kind[ok & (op_kind == TXN_READ_OP)] = TXN_OK_READ_OP
+    op_kind[bad & (op_kind == TXN_INFO_OP)] = TXN_FAIL_OP
+    return op_kind
 
 
 class Out:
@@ -147,6 +133,8 @@ class PartitionLog:
             self.sender = np.where(code >= 0, -2 - code, self.proc)
         self.t_inv, self.t_done = _np(t["t_inv"]), _np(t["t_done"], -1)
         op_kind = _np(t["kind"]).astype(np.int8)
+        if run in ctx.settled:
+            op_kind = settled_kinds(op_kind, self.ids, *ctx.settled[run])
         self.op_kind = op_kind
         self.drain = op_kind == DRAIN_READ_OP
         self.txn_w = (op_kind >= TXN_OK_OP) & (op_kind <= TXN_INFO_OP)
@@ -260,8 +248,7 @@ class PartitionLog:
              self.ids, self.pos, self.t_inv)
 
     def polls(self) -> None:
-        _polls(self.out, self.ctx, self.run, self.p, self.read & ~self.txn_r, self.off, self.val, self.ids,
-               self.pos, self.proc, self.drain, self.known, self.k, self.rc, self.known_rc)
+        poll_chains(self)
 
     def txn_reads(self) -> None:
         from .spark_txn import txn_reads
@@ -359,76 +346,3 @@ def _lag(out: Out, ao: np.ndarray, at: np.ndarray, lagm: np.ndarray, off: np.nda
     e = np.where(has, suffix[np.minimum(j, max(len(suffix) - 1, 0))] if len(suffix) else 0, 0)
     lags = np.where(has, np.maximum(0, t_inv[last] - e), 0).astype(np.int64)
     out.rows.append({"what": "lag", "blob": pack_sorted(lags)})
-
-
-def _polls(out: Out, ctx: Context, run: int, p: int, read: np.ndarray, off: np.ndarray, val: np.ndarray,
-           ids: np.ndarray, pos: np.ndarray, proc: np.ndarray, drain: np.ndarray, known: np.ndarray,
-           k: int, rc: np.ndarray | None = None, known_rc: np.ndarray | None = None) -> None:
-    """nonmonotonic-poll and poll-skip over each consumer's chain of reads
-    (drain reads a chain of their own; an assign/subscribe ends the chain,
-    unless it is an ok assign that keeps the partition: ``ctx.kept``)."""
-    ri = np.flatnonzero(read)
-    order = ri[np.lexsort((pos[ri], ids[ri], drain[ri], proc[ri]))]
-    if len(order) < 2:
-        out.count("nonmonotonic-poll", 0)
-        out.count("poll-skip", 0)
-        return
-    pr, cu = order[:-1], order[1:]
-    chained = (proc[pr] == proc[cu]) & (drain[pr] == drain[cu])
-    for q, at in _per_process(proc[cu], chained):
-        resets = ctx.resets.get((run, int(q)))
-        if resets is not None and ctx.kept:
-            resets = resets[np.array([p not in ctx.kept.get((run, int(q), int(i)), ()) for i in resets], bool)]
-        if resets is None or not len(resets):
-            continue
-        m = chained[at]          # a view: writes go to chained
-        between = (np.searchsorted(resets, ids[cu[at]][m], "left")
-                   - np.searchsorted(resets, ids[pr[at]][m], "right"))
-        m[m] = between <= 0
-    _rebalance_cuts(ctx, run, p, proc, ids, pr, cu, chained)
-    # known offsets strictly between the two reads (a read_committed reader's: known_rc)
-    rank_p, rank_c = np.searchsorted(known, off[pr], "right"), np.searchsorted(known, off[cu])
-    if rc is not None and known_rc is not None and known_rc is not known:
-        use = rc[cu]
-        rank_p = np.where(use, np.searchsorted(known_rc, off[pr], "right"), rank_p)
-        rank_c = np.where(use, np.searchsorted(known_rc, off[cu]), rank_c)
-    back = chained & (off[cu] <= off[pr])
-    gap = rank_c - rank_p
-    skip = chained & ~back & (gap > 0)
-    for typ, mask in (("nonmonotonic-poll", back), ("poll-skip", skip)):
-        idx = np.flatnonzero(mask)
-        out.count(typ, len(idx))
-        for i in idx[_first_k([ids[cu][idx], pos[cu][idx]], k)]:
-            a, b = pr[i], cu[i]
-            extra = None
-            if typ == "poll-skip":
-                lo = rank_p[i]
-                src = known_rc if rc is not None and known_rc is not None and rc[b] else known
-                extra = {"skipped": [int(x) for x in src[lo: lo + min(gap[i], SKIPPED_LIMIT)]],
-                         "skipped_count": int(gap[i])}
-            out.witness(typ, [p, ids[b], pos[b]], [off[a], off[b]], [val[a], val[b]], [ids[a], ids[b]],
-                        extra=extra)
-
-
-def _rebalance_cuts(ctx: Context, run: int, p: int, proc: np.ndarray, ids: np.ndarray, pr: np.ndarray,
-                    cu: np.ndarray, chained: np.ndarray) -> None:
-    """Unchain the links (a, b) of reads of p that a rebalance of p (lo, hi) cuts:
-    a <= hi and b >= lo (groups.chain_cuts, reference.check_polls)."""
-    for q, at in _per_process(proc[cu], chained):
-        cuts = [(lo, hi) for lo, hi, parts in ctx.rebalances.get((run, int(q)), ()) if p in parts]
-        if not cuts:
-            continue
-        cuts.sort(key=lambda c: c[1])
-        his = np.array([hi for _, hi in cuts], np.int64)
-        lows = np.minimum.accumulate(np.array([lo for lo, _ in cuts], np.int64)[::-1])[::-1]  # min lo from i on
-        m = chained[at]          # a view: writes go to chained
-        j = np.searchsorted(his, ids[pr[at]][m], "left")
-        m[m] = ~((j < len(his)) & (lows[np.minimum(j, len(his) - 1)] <= ids[cu[at]][m]))
-
-
-def _per_process(procs: np.ndarray, chained: np.ndarray) -> Iterator[tuple[int, slice]]:
-    """(process, its slice) of each process with a chained link; ``procs`` is
-    sorted (the links are in process order), so each is a slice, not a mask
-    over every link: a run whose clients crash has a process per crash."""
-    for q in unique(procs[chained]):
-        yield int(q), slice(int(np.searchsorted(procs, q, "left")), int(np.searchsorted(procs, q, "right")))

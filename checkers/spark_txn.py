@@ -25,14 +25,19 @@ from pyspark.sql import functions as F
 
 from .common import SKIPPED_LIMIT, Finding, Settings, Witness
 from history.message_index import ACK, OK_NO_OFFSET, TXN_ABORTED, TXN_OK_READ_OP
-from .spark_partition import _first_k, _groups
-from .txn import CYCLE_TYPES, READ_TYPES, cycle_findings
+from .spark_arrays import _first_k, _groups
+from .settle import MarkerOf, Settled
+from .spark_settle import effective_types, settle_runs
+from .txn import CYCLE_TYPES, READ_TYPES, TXN_TYPES, cycle_findings
 
 if TYPE_CHECKING:
     from .spark import _Runs
     from .spark_partition import Context, PartitionLog
 
 KIND_CODES = ("ww", "wr")
+# what an unsettled info txn sways: every txn check, the offset checks of its writes and the poll chains
+SETTLED_TYPES = TXN_TYPES + ("inconsistent-offset", "duplicate", "nonlinearizable-offset", "nonmonotonic-send",
+                             "nonmonotonic-poll", "poll-skip", "unseen")
 
 
 # -- per partition ---------------------------------------------------------------------
@@ -150,17 +155,26 @@ def _client_txns(ops: DataFrame) -> DataFrame:
     return ops.filter((F.col("role") == "client") & (F.col("f") == "txn"))
 
 
-def prepare(ops: Callable[[], DataFrame], ctx: "Context", acc: "_Runs") -> None:
+def prepare(ops: Callable[[], DataFrame], ctx: "Context", acc: "_Runs",
+            markers: dict[int, MarkerOf]) -> dict[int, dict[int, Settled]]:
     """Before the partition pass: which partitions a rebalance named right
-    after each op (txn.rebalanced), for the int-poll checks. Nothing to do
-    without txns or rebalances. A failure is kept for ``finish`` to report."""
-    if not any("txn" in b["ops"] for b in acc.base.values()):
-        return
+    after each op (txn.rebalanced), for the int-poll checks, and the info txns
+    settled (spark_settle.py; ``ctx.settled``), returned per run. Nothing to do
+    without txns. A failure is kept for ``finish`` to report."""
+    txn_runs = [r for r, b in acc.base.items() if "txn" in b["ops"]]
+    if not txn_runs:
+        return {}
     try:
         _rebalanced(ops(), ctx)
     except Exception as e:  # noqa: BLE001 - reported by finish, never a pass
         ctx.rebalanced.clear()
         acc.txn_prepare_error = f"rebalances: {type(e).__name__}: {str(e).strip()[:300]}"  # type: ignore[attr-defined]
+    try:
+        return settle_runs(ops(), ctx, markers)
+    except Exception as e:  # noqa: BLE001 - every check an unsettled txn could sway says so, never a pass
+        ctx.settled.clear()
+        acc.fail(f"settling info txns: {type(e).__name__}: {str(e).strip()[:300]}", SETTLED_TYPES, txn_runs)
+        return {}
 
 
 def _rebalanced(ops: DataFrame, ctx: "Context") -> None:
@@ -205,6 +219,9 @@ def finish(ops: Callable[[], DataFrame], ctx: "Context", acc: "_Runs", rows: lis
             nodes[r["run"]].append((r["invoke_index"], r["process"], r["invoke_time"], r["time"]))
             if r["writes"]:
                 acc.base[r["run"]]["has_ok_send"] = True
+        for run, (committed, _) in ctx.settled.items():    # settled committed: acknowledged writes too
+            if len(committed) and run in acc.base:
+                acc.base[run]["has_ok_send"] = True
         edges: dict[int, list] = defaultdict(list)
         for row in rows or []:
             if row["what"] == "edges" and row["blob"]:
@@ -230,7 +247,12 @@ def torn(ops: DataFrame, ctx: "Context", k: int) -> dict[int, Finding]:
         return {}
     spark = ops.sparkSession
     client = F.col("role") == "client"
-    tw = (_client_txns(ops).filter(F.col("type").isin("ok", "info") & (F.size("messages") > 0))
+    txns = _client_txns(ops)
+    settled = effective_types(spark, ctx)
+    if settled is not None:     # a settled info txn by its settled type (settle.py)
+        txns = (txns.join(F.broadcast(settled), ["run", "invoke_index"], "left")
+                .withColumn("type", F.coalesce("settled_type", "type")))
+    tw = (txns.filter(F.col("type").isin("ok", "info") & (F.size("messages") > 0))
           .select("run", F.col("invoke_index").alias("id"), "type", F.posexplode("messages").alias("pos", "m"))
           .select("run", "id", "type", "pos", F.col("m.partition").alias("partition"),
                   F.col("m.offset").alias("offset"), F.col("m.value").alias("value")))

@@ -5,7 +5,7 @@ imports none of them (tests/test_layering.py). Its modules, in the order a
 run's ops travel (docs/design.md, "The history"):
 
 * ``ops``: the contract, the fields and values of every op, and the reader
-  of history.jsonl; ``faults``: the nemesis ops as fault intervals.
+  of history.jsonl; ``fault_intervals``: the nemesis ops as fault intervals.
 * ``writer``: the thread-safe appender the runner records through.
 * ``live_copy``: the niced process that pairs the JSONL into history.parquet
   as the run goes.

@@ -7,7 +7,7 @@
 * **real-time lag**: for each non-drain ok poll and partition it read, how long
   before the poll's invocation an acknowledged write of that partition at an
   offset above the poll's last record of it existed (0 if none), as in
-  ``checkers.reference.stats`` ("realtime_lag").
+  ``checkers.reference_stats.stats`` ("realtime_lag").
 
 Both use only the history digest (``Digest.acks``, ``first_read``,
 ``positions``), with the fault bands behind them and the x axis from the

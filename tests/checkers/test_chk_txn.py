@@ -304,7 +304,7 @@ CASES: dict[str, Case] = {
     "own-write-uncommitted": Case(own_write("read_uncommitted"), {}, True),
     "precommitted-before-invoke": Case(read_before_invoke(True), {"precommitted-read": 1}, False),
     "read-after-commit": Case(read_before_invoke(False), {}, True),
-    "torn-info": Case(torn_info(True), {"torn-transaction": 1}, False, v_torn),
+    "torn-info": Case(torn_info(True), {"torn-transaction": 1, "lost-txn-write": 1}, False, v_torn),
     "whole-info": Case(torn_info(False), {}, True),
     "torn-ok": Case(torn_ok, {"torn-transaction": 1, "lost-txn-write": 1}, False, v_torn),
     "lost-txn-write": Case(lost_txn_write, {"lost-txn-write": 1}, False),
