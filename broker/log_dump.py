@@ -45,6 +45,8 @@ _BATCH = re.compile(r"^baseOffset: (-?\d+) lastOffset: (-?\d+) count: (\d+) .*?"
                     r"partitionLeaderEpoch: (-?\d+) .*?CreateTime: (-?\d+)")
 _RECORD = re.compile(r"^\| offset: (\d+) ")
 _PAYLOAD = re.compile(r" payload: (.*)$")
+_PRODUCER = re.compile(r" producerId: (-?\d+) producerEpoch: (-?\d+) ")
+_END_TXN = re.compile(r" endTxnMarker: (COMMIT|ABORT) ")
 
 
 class RecordReadError(KchaosError):
@@ -69,7 +71,8 @@ class ReplicaDump:
     log_start_offset: int | None
     log_end_offset: int | None
     epochs: list[list[int]]
-    records: list[list] | None       # [offset, value, leader epoch of its batch]
+    records: list[list] | None       # [offset, value, leader epoch of its batch, producer id of its batch]
+    markers: list[list] | None       # [offset, producer id, producer epoch, "COMMIT" | "ABORT"]
     note: str | None = None
 
 
@@ -136,21 +139,33 @@ def _value(raw: str):
 
 def parse_data_dump(text: str) -> dict[str, dict]:
     """``--print-data-log`` output -> {file: {"base", "batches": [[base, last, epoch]],
-    "records": [[offset, value, epoch]]}} in output order. Values are ints where they parse."""
+    "records": [[offset, value, epoch, producer id]], "markers": [[offset, producer id,
+    producer epoch, "COMMIT" | "ABORT"]]}} in output order. Values are ints where they parse.
+
+    A control batch's records print no payload but ``endTxnMarker: COMMIT|ABORT
+    coordinatorEpoch: N`` (the transaction markers, docs/design.md "Kafka's own
+    record"); its batch line carries the producer's id and epoch. Other control
+    records (KRaft's) are not kept. Without ``--print-data-log`` only batch lines
+    are printed: no records and no markers."""
     out: dict[str, dict] = {}
     for path, lines in _files(text):
-        seg = out.setdefault(path, {"base": segment_base(path), "batches": [], "records": []})
-        epoch = None
+        seg = out.setdefault(path, {"base": segment_base(path), "batches": [], "records": [], "markers": []})
+        epoch = producer_id = producer_epoch = None
         for line in lines:
             b = _BATCH.match(line)
             if b:
                 epoch = int(b.group(4))
                 seg["batches"].append([int(b.group(1)), int(b.group(2)), epoch])
+                pm = _PRODUCER.search(line)
+                producer_id, producer_epoch = (int(pm.group(1)), int(pm.group(2))) if pm else (None, None)
                 continue
             r = _RECORD.match(line)
-            p = _PAYLOAD.search(line) if r else None
-            if p:
-                seg["records"].append([int(r.group(1)), _value(p.group(1)), epoch])
+            if not r:
+                continue
+            if p := _PAYLOAD.search(line):
+                seg["records"].append([int(r.group(1)), _value(p.group(1)), epoch, producer_id])
+            elif m := _END_TXN.search(line):
+                seg["markers"].append([int(r.group(1)), producer_id, producer_epoch, m.group(1)])
     return out
 
 
@@ -165,15 +180,24 @@ def parse_epoch_checkpoint(text: str) -> list[list[int]]:
     return entries
 
 
-def combine_segments(segments: Sequence[dict], max_records: int | None) -> tuple[int | None, int | None, list | None, str | None]:
-    """One partition's parsed segments (in base-offset order) -> (log start, log end, records, note)."""
+def combine_segments(segments: Sequence[dict], max_records: int | None) -> tuple[
+        int | None, int | None, list | None, list | None, str | None]:
+    """One partition's parsed segments (in base-offset order) -> (log start, log end,
+    records, markers, note). Markers (one per transaction) are kept when the records
+    are over ``max_records``, unless they are over it too."""
     batches = [b for s in segments for b in s["batches"]]
     start = batches[0][0] if batches else (segments[0]["base"] if segments else None)
     end = batches[-1][1] + 1 if batches else (segments[-1]["base"] if segments else None)
-    records = [r for s in segments for r in s["records"]]
+    records: list | None = [r for s in segments for r in s["records"]]
+    markers: list | None = [m for s in segments for m in s.get("markers", [])]
+    notes = []
     if max_records is not None and len(records) > max_records:
-        return start, end, None, f"{len(records)} records, over max_records {max_records}: not kept"
-    return start, end, records, None
+        notes.append(f"{len(records)} records, over max_records {max_records}: not kept")
+        records = None
+    if max_records is not None and len(markers) > max_records:
+        notes.append(f"{len(markers)} transaction markers, over max_records {max_records}: not kept")
+        markers = None
+    return start, end, records, markers, "; ".join(notes) or None
 
 
 # -- on the node ----------------------------------------------------------------------
@@ -284,14 +308,15 @@ def read_replica_logs(node: Node, topic: str, partitions: Iterable[int], max_rec
         cp = f"{d}/leader-epoch-checkpoint"
         epochs = parse_epoch_checkpoint("\n".join(by_file[cp])) if cp in by_file else []
         missing = [f for f in segs[p] if f not in parsed]
-        segments = [parsed.get(f) or {"base": segment_base(f), "batches": [], "records": []} for f in segs[p]]
-        start, end, records, note = combine_segments(segments, max_records)
-        if p in big:
-            records = None
-            note = f"log is {size[p]} bytes, over {max_records} x {BYTES_PER_RECORD_CAP}: records not read"
+        segments = [parsed.get(f) or {"base": segment_base(f), "batches": [], "records": [], "markers": []}
+                    for f in segs[p]]
+        start, end, records, markers, note = combine_segments(segments, max_records)
+        if p in big:  # dumped without --print-data-log: batch lines only
+            records = markers = None
+            note = f"log is {size[p]} bytes, over {max_records} x {BYTES_PER_RECORD_CAP}: records and markers not read"
         if missing:
             raise RecordReadError(f"{node.name}: the dump lacks {', '.join(missing)}")
-        out[p] = ReplicaDump(node.name, topic, p, start, end, epochs, records, note)
+        out[p] = ReplicaDump(node.name, topic, p, start, end, epochs, records, markers, note)
     return out
 
 

@@ -18,15 +18,24 @@ elected uncleanly that is recovering.
 ``replicas.jsonl``: a header ``{"kchaos-replicas": 1, "topic", ...}``, then one
 line per (node, partition): ``{"node", "broker", "partition",
 "log_start_offset", "log_end_offset", "epochs": [[epoch, start_offset], ...],
-"records": [[offset, value, epoch], ...] | null, "note", "error"}``.
+"records": [[offset, value, epoch, producer_id], ...] | null,
+"markers": [[offset, producer_id, producer_epoch, "COMMIT" | "ABORT"], ...] | null,
+"note", "error"}``. ``epoch`` is the leader epoch of the record's batch,
+``producer_id`` its batch's producer; ``markers`` are the end-transaction control
+records Kafka writes into every partition a transaction touched, after its data,
+with the same producer id (with transactions v2, KIP-890, the marker's producer
+epoch can be the data's + 1: match by id). Runs stored before markers were read have
+3-field records and no ``markers``: they load, and ``txn_outcome`` says "not-read".
 """
 from __future__ import annotations
 
 import json
 import logging
+from bisect import bisect_right
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +61,31 @@ class Replica:
     epochs: list[tuple[int, int]]
     by_value: dict[int, int] | None          # value -> lowest offset it is at; None when not read
     note: str | None = None
+    # value -> producer id of the batch at its lowest offset; None when not read or stored before producers were
+    producers: dict[int, int | None] | None = None
+    # end-transaction markers (offset, producer id, producer epoch, "COMMIT" | "ABORT") in offset order;
+    # None when not read (over max_records, or stored before markers were)
+    markers: list[tuple[int, int, int, str]] | None = None
+
+    @property
+    def txn_readable(self) -> bool:
+        """Whether this listing can settle a transaction: values, producers and markers all read."""
+        return self.by_value is not None and self.producers is not None and self.markers is not None
+
+    @cached_property
+    def _marker_offsets(self) -> dict[int, tuple[list[int], list[tuple[int, int, int, str]]]]:
+        by_producer: dict[int, list[tuple[int, int, int, str]]] = {}
+        for m in sorted(self.markers or []):
+            by_producer.setdefault(m[1], []).append(m)
+        return {pid: ([m[0] for m in ms], ms) for pid, ms in by_producer.items()}
+
+    def marker_after(self, offset: int, producer_id: int | None) -> tuple[int, int, int, str] | None:
+        """The first end-transaction marker of ``producer_id`` after ``offset``: the end of
+        the transaction a record of that producer at ``offset`` belongs to (a producer has
+        at most one transaction open per partition)."""
+        offsets, ms = self._marker_offsets.get(producer_id, ([], []))  # type: ignore[arg-type]
+        i = bisect_right(offsets, offset)
+        return ms[i] if i < len(ms) else None
 
 
 @dataclass
@@ -166,6 +200,27 @@ def _read_jsonl(path: Path, header_key: str) -> tuple[dict[str, Any], list[dict[
     return head, rows
 
 
+def _values(recs: list[list[Any]] | None) -> tuple[dict[int, int] | None, dict[int, int | None] | None]:
+    """A listing's value -> lowest offset, and value -> the producer id at that offset
+    (None for the whole listing when its rows are the 3-field ones of older runs)."""
+    if recs is None:
+        return None, None
+    by_value: dict[int, int] = {}
+    producers: dict[int, int | None] | None = {}
+    for rec in recs:
+        off, val = rec[0], rec[1]
+        if val is None:
+            continue
+        val, off = int(val), int(off)
+        if val not in by_value or off < by_value[val]:
+            by_value[val] = off
+            if producers is not None:
+                producers[val] = None if len(rec) < 4 or rec[3] is None else int(rec[3])
+        if len(rec) < 4:
+            producers = None
+    return by_value, producers
+
+
 def load_records(run_dir: Path, wall_ns_at_zero: int | None) -> RunRecords:
     """The records stored in ``run_dir``; missing or unreadable parts are noted,
     never raised (the checkers then fall back on the sampler's view)."""
@@ -199,18 +254,14 @@ def load_records(run_dir: Path, wall_ns_at_zero: int | None) -> RunRecords:
                 if r.get("error"):
                     rr.notes.append(f"replica {r.get('node')} partition {r.get('partition')}: {r['error']}")
                     continue
-                recs = r.get("records")
-                by_value = None
-                if recs is not None:
-                    by_value = {}
-                    for off, val, _ in recs:
-                        if val is not None and (val not in by_value or off < by_value[val]):
-                            by_value[int(val)] = int(off)
+                by_value, producers = _values(r.get("records"))
+                markers = r.get("markers")
                 rr.replicas.setdefault(int(r["partition"]), []).append(Replica(
                     node=str(r["node"]), partition=int(r["partition"]),
                     log_start_offset=r.get("log_start_offset"), log_end_offset=r.get("log_end_offset"),
                     epochs=[(int(e), int(s)) for e, s in r.get("epochs") or []], by_value=by_value,
-                    note=r.get("note")))
+                    note=r.get("note"), producers=producers,
+                    markers=None if markers is None else [(int(o), int(p), int(e), str(k)) for o, p, e, k in markers]))
         except (OSError, KeyError, ValueError, TypeError) as e:
             rr.notes.append(f"replica listings unreadable ({type(e).__name__}: {e})")
     return rr
@@ -226,3 +277,68 @@ def presence(rr: RunRecords, partition: int, value: int) -> dict[str, Any]:
         else:
             out[r.node] = r.by_value.get(value, "absent")
     return out
+
+
+# -- transactions: which end-transaction marker follows a value ------------------------------
+COMMIT, ABORT, OPEN, ABSENT, NOT_READ, CONFLICT = "commit", "abort", "open", "absent", "not-read", "conflict"
+SettlementState = Literal["commit", "abort", "open", "absent", "not-read", "conflict"]
+
+
+@dataclass(frozen=True)
+class Settlement:
+    """What the replicas' logs say of the transaction a value was written in:
+    ``commit`` / ``abort`` (its producer's next marker in that partition, the
+    replicas holding the value agreeing), ``open`` (held, no marker of its
+    producer after it), ``absent`` (in no read listing), ``not-read`` (no listing
+    of the partition can tell: over max_records, unreadable, or stored before
+    markers were), ``conflict`` (the replicas holding it disagree)."""
+
+    state: SettlementState
+    evidence: str
+
+
+def _held_at(r: Replica, value: int) -> tuple[int, int | None, tuple[int, int, int, str] | None]:
+    offset = r.by_value[value]  # type: ignore[index]
+    producer = r.producers.get(value)  # type: ignore[union-attr]
+    return offset, producer, r.marker_after(offset, producer)
+
+
+def _said(nodes: list[str], value: int, offset: int, producer: int | None,
+          marker: tuple[int, int, int, str] | None, end: int | None) -> str:
+    held = f"{', '.join(nodes)}: value {value} at offset {offset} (producer {producer})"
+    if marker is None:
+        return f"{held}, no marker of that producer after it (log end {end})"
+    return f"{held}, {marker[3]} marker at offset {marker[0]} (producer epoch {marker[2]})"
+
+
+def txn_outcome(rr: RunRecords, partition: int, value: int) -> Settlement:
+    """How the transaction that wrote ``value`` to ``partition`` ended, from the
+    replicas' logs (docs/design.md, "Kafka's own record"). A replica holding the
+    value with no marker after it agrees with the others when its log ends at or
+    before their marker (it stopped replicating before the marker: a prefix of
+    their log, not another history); otherwise it is a conflict."""
+    replicas = sorted(rr.replicas.get(partition, []), key=lambda r: r.node)
+    read = [r for r in replicas if r.txn_readable]
+    unread = "; ".join(f"{r.node} not read ({r.note or 'stored without producers or markers'})"
+                       for r in replicas if not r.txn_readable)
+    if not read:
+        return Settlement(NOT_READ, unread or f"no replica listing of partition {partition} was stored")
+    holders = [r for r in read if value in r.by_value]  # type: ignore[operator]
+    absent = [r.node for r in read if value not in r.by_value]  # type: ignore[operator]
+    if not holders:
+        return Settlement(ABSENT, f"value {value} is in none of {', '.join(absent)}'s logs of partition "
+                                  f"{partition}" + (f"; {unread}" if unread else ""))
+    tail = "".join(f"; {part}" for part in (absent and f"absent from {', '.join(absent)}", unread) if part)
+    found = {r.node: (*_held_at(r, value), r.log_end_offset) for r in holders}
+    groups: dict[tuple, list[str]] = {}
+    for node, (offset, producer, marker, end) in found.items():
+        groups.setdefault((offset, producer, marker, None if marker else end), []).append(node)
+    evidence = "; ".join(_said(nodes, value, *key) for key, nodes in groups.items()) + tail
+    kinds = {m[3] for _, _, m, _ in found.values() if m is not None}
+    if not kinds:
+        return Settlement(OPEN, evidence)
+    first_marker = min(m[0] for _, _, m, _ in found.values() if m is not None)
+    behind = all(m is not None or (end is not None and end <= first_marker) for _, _, m, end in found.values())
+    if len(kinds) > 1 or not behind:
+        return Settlement(CONFLICT, evidence)
+    return Settlement(COMMIT if kinds.pop() == "COMMIT" else ABORT, evidence)

@@ -1,6 +1,7 @@
 """Kafka's own record of a run, kept in the run folder before the cluster goes
 (docs/design.md, "The store"): ``metadata.jsonl`` (the KRaft log's topic and
-partition records) and ``replicas.jsonl`` (every replica's log and epochs).
+partition records) and ``replicas.jsonl`` (every replica's log, transaction
+markers and epochs).
 
 Read from every node at once through ``broker.log_dump``; a node that cannot be
 read becomes an error entry, never an exception: the run must still end and
@@ -91,7 +92,7 @@ def replica_line(node: str, partition: int, dump: ReplicaDump | None, error: str
             "log_start_offset": dump.log_start_offset if dump else None,
             "log_end_offset": dump.log_end_offset if dump else None,
             "epochs": dump.epochs if dump else None, "records": dump.records if dump else None,
-            "note": dump.note if dump else None, "error": error}
+            "markers": dump.markers if dump else None, "note": dump.note if dump else None, "error": error}
 
 
 def _write_jsonl(path: Path, lines: list[dict]) -> None:

@@ -54,7 +54,7 @@ def test_metadata_dump_only_the_asked_types_and_end_offset():
     assert metadata_end_offset("Dumping /x/00000000000000000000.log\nLog starting offset: 0\n") is None
 
 
-def test_data_dump_splits_files_and_tags_records_with_their_batch_epoch():
+def test_data_dump_splits_files_and_tags_records_with_their_batch_epoch_and_producer():
     segs = parse_data_dump(fixture("data_dump.txt"))
     p0 = segs["/var/lib/kafka/data/probe-0/00000000000000000000.log"]
     p1 = segs["/var/lib/kafka/data/probe-1/00000000000000000000.log"]
@@ -62,21 +62,65 @@ def test_data_dump_splits_files_and_tags_records_with_their_batch_epoch():
                           "/var/lib/kafka/data/probe-1/00000000000000000000.log"]
     assert p0["base"] == 0
     assert p0["batches"] == [[0, 49, 0], [50, 79, 1], [80, 82, 1]]
-    assert p0["records"][:3] == [[0, 0, 0], [1, 1, 0], [2, 2, 0]]
-    assert [49, 49, 0] in p0["records"] and [50, 50, 1] in p0["records"]
-    assert p0["records"][-3:] == [[80, 80, 1], [81, 81, 1], [82, 82, 1]]  # "80      " padded values
-    assert p1["batches"] == [[0, 29, 0]] and p1["records"][0] == [0, 100, 0] and p1["records"][-1] == [29, 129, 0]
-    start, end, records, note = combine_segments([p0], max_records=1000)
-    assert (start, end, note) == (0, 83, None) and records == p0["records"]
+    assert p0["records"][:3] == [[0, 0, 0, 0], [1, 1, 0, 0], [2, 2, 0, 0]]
+    assert [49, 49, 0, 0] in p0["records"] and [50, 50, 1, 1001] in p0["records"]
+    assert p0["records"][-3:] == [[80, 80, 1, 1002], [81, 81, 1, 1002], [82, 82, 1, 1002]]  # "80      " padded
+    assert p1["batches"] == [[0, 29, 0]] and p1["records"][0] == [0, 100, 0, 1000] and p1["records"][-1] == [29, 129, 0, 1000]
+    assert p0["markers"] == [] and p1["markers"] == []  # no transactions
+    start, end, records, markers, note = combine_segments([p0], max_records=1000)
+    assert (start, end, markers, note) == (0, 83, [], None) and records == p0["records"]
 
 
 def test_combine_segments_limits_and_empty_logs():
     segs = parse_data_dump(fixture("data_dump.txt"))
     p0 = segs["/var/lib/kafka/data/probe-0/00000000000000000000.log"]
-    start, end, records, note = combine_segments([p0], max_records=5)
-    assert (start, end, records) == (0, 83, None) and "over max_records 5" in note
+    start, end, records, markers, note = combine_segments([p0], max_records=5)
+    assert (start, end, records, markers) == (0, 83, None, []) and "over max_records 5" in note
     empty = parse_data_dump("Dumping /d/t-0/00000000000000000120.log\nLog starting offset: 120\n")
-    assert combine_segments(list(empty.values()), 10) == (120, 120, [], None)
+    assert combine_segments(list(empty.values()), 10) == (120, 120, [], [], None)
+
+
+TXN_LOG = "/var/lib/kafka/data/kchaos-0/00000000000000000000.log"
+
+
+def test_txn_data_dump_keeps_each_records_producer_and_the_end_transaction_markers():
+    """A real capture: three transactional producers (ids 1, 1000, 2000, epoch 0: librdkafka's
+    producer ends transactions without bumping the epoch) interleaved in one partition."""
+    (seg,) = parse_data_dump(fixture("txn_data_dump.txt")).values()
+    assert seg["records"] == [
+        [0, 8, 0, 1], [2, 4, 0, 2000], [4, 10, 0, 2000], [5, 12, 0, 1000], [7, 20, 0, 1], [10, 19, 0, 2000],
+        [11, 26, 0, 1], [14, 25, 0, 2000], [15, 30, 0, 1000], [16, 35, 0, 1], [17, 38, 0, 1],
+        [20, 36, 0, 1000], [21, 34, 0, 2000]]
+    assert seg["markers"] == [
+        [1, 1, 0, "COMMIT"], [3, 2000, 0, "COMMIT"], [6, 1000, 0, "COMMIT"], [8, 2000, 0, "COMMIT"],
+        [9, 1, 0, "COMMIT"], [12, 2000, 0, "COMMIT"], [13, 1, 0, "ABORT"], [18, 2000, 0, "ABORT"],
+        [19, 1000, 0, "COMMIT"], [22, 1, 0, "ABORT"], [23, 2000, 0, "COMMIT"], [24, 1000, 0, "ABORT"]]
+    assert [16, 17, 0] in seg["batches"] and len(seg["batches"]) == 24   # one batch of two records
+    start, end, records, markers, note = combine_segments([seg], max_records=12)
+    assert (start, end, records, note) == (0, 25, None, "13 records, over max_records 12: not kept")
+    assert markers == seg["markers"]        # one per transaction: kept while the records are not
+    *_, markers, note = combine_segments([seg], max_records=11)
+    assert markers is None and note == ("13 records, over max_records 11: not kept; "
+                                        "12 transaction markers, over max_records 11: not kept")
+
+
+def test_txn_data_dump_stored_and_loaded_settles_each_value_by_its_producers_next_marker(tmp_path):
+    from broker.log_dump import ReplicaDump
+    from checkers.kafka_record import load_records, txn_outcome
+    from harness.record_collector import replica_line
+    (seg,) = parse_data_dump(fixture("txn_data_dump.txt")).values()
+    start, end, records, markers, note = combine_segments([seg], max_records=100)
+    lines = [{"kchaos-replicas": 1, "topic": "kchaos", "max_records": 100}] + [
+        replica_line(node, 0, ReplicaDump(node, "kchaos", 0, start, end, [[0, 0]], records, markers, note), None)
+        for node in ("n1", "n2")]
+    (tmp_path / "replicas.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    rr = load_records(tmp_path, None)
+    states = {v: txn_outcome(rr, 0, v).state for v in (8, 4, 10, 12, 20, 19, 26, 25, 30, 35, 38, 36, 34, 99)}
+    assert states == {8: "commit", 4: "commit", 10: "commit", 12: "commit", 20: "commit", 19: "commit",
+                      26: "abort", 25: "abort", 30: "commit", 35: "abort", 38: "abort", 36: "abort",
+                      34: "commit", 99: "absent"}
+    assert txn_outcome(rr, 0, 30).evidence == \
+        "n1, n2: value 30 at offset 15 (producer 1000), COMMIT marker at offset 19 (producer epoch 0)"
 
 
 def test_leader_epoch_checkpoint():
@@ -148,7 +192,7 @@ def test_collect_records_after_a_leader_kill(heal_cluster, topic_name, tmp_path)
     for broker in isr:
         line = lines[(f"n{broker}", 0)]
         assert line["broker"] == broker and line["log_start_offset"] == 0 and line["log_end_offset"] >= 400
-        held = {o: (v, e) for o, v, e in line["records"]}
+        held = {o: (v, e) for o, v, e, _ in line["records"]}
         for _, offset, value in acked:
             assert held[offset][0] == value, f"n{broker} lacks acknowledged {value} at {offset}"
         assert {held[o][1] for _, o, v in acked if v < 300} == {0}
@@ -157,5 +201,5 @@ def test_collect_records_after_a_leader_kill(heal_cluster, topic_name, tmp_path)
         first_new = min(o for _, o, v in acked if v >= 300)
         assert any(e >= 1 and start <= first_new for e, start in line["epochs"])
     dead = lines[(f"n{old}", 0)]  # read from disk although its broker is dead
-    assert {o: v for o, v, _ in dead["records"]} == {o: v for _, o, v in acked if v < 300}
+    assert {o: v for o, v, _, _ in dead["records"]} == {o: v for _, o, v in acked if v < 300}
     assert lines[(f"n{old}", 1)]["records"] == [] and lines[(f"n{old}", 1)]["log_end_offset"] == 0

@@ -3,6 +3,7 @@ attributing lost writes to elections (``elections.attribute``), loading the
 stored files, and the anomalies producer settings allow (``common.client_allowances``)."""
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 from typing import Any
@@ -10,7 +11,8 @@ from typing import Any
 import checkers
 from checkers.common import Settings, client_allowances
 from checkers.elections import attribute
-from checkers.kafka_record import Replica, RunRecords, elections, fold_changes, load_records, presence
+from checkers.kafka_record import (Replica, RunRecords, Settlement, elections, fold_changes, load_records, presence,
+                                   txn_outcome)
 from chk_gen import Params, W0, inject_run, simulate_run
 
 MS = 1_000_000
@@ -163,7 +165,97 @@ def test_epoch_starts_take_the_lowest_and_presence_names_every_replica() -> None
     assert presence(rr, 0, 11) == {"n1": "absent", "n2": 4, "n3": "not read"}
 
 
+# ------------------------------------------------------------ txn_outcome
+
+def txn_replica(node: str, values: dict[int, tuple[int, int]] | None, markers: list | None,
+                end: int = 50, note: str | None = None) -> Replica:
+    """A replica holding ``values`` as value -> (offset, producer id)."""
+    return Replica(node, 0, 0, end, [(0, 0)], None if values is None else {v: o for v, (o, _) in values.items()},
+                   note=note, producers=None if values is None else {v: p for v, (_, p) in values.items()},
+                   markers=markers)
+
+
+# producer 3001's transaction ended at 30 (before the value), then its value 17 at 40; producer 3002's
+# transaction ends at 42 (another producer: not the value's), producer 3001's at 44 (epoch + 1: KIP-890).
+HELD = {17: (40, 3001), 18: (41, 3002)}
+COMMITTED = [(30, 3001, 4, "ABORT"), (42, 3002, 1, "ABORT"), (44, 3001, 6, "COMMIT")]
+
+
+def test_txn_outcome_commit_names_the_replicas_offsets_producer_and_marker() -> None:
+    rr = RunRecords(replicas={0: [txn_replica("n2", HELD, COMMITTED), txn_replica("n1", HELD, COMMITTED)]})
+    assert txn_outcome(rr, 0, 17) == Settlement(
+        "commit", "n1, n2: value 17 at offset 40 (producer 3001), COMMIT marker at offset 44 (producer epoch 6)")
+    assert txn_outcome(rr, 0, 18).state == "abort"   # the other producer's marker
+
+
+def test_txn_outcome_abort() -> None:
+    aborted = [(30, 3001, 4, "COMMIT"), (45, 3001, 5, "ABORT"), (46, 3001, 6, "COMMIT")]
+    rr = RunRecords(replicas={0: [txn_replica("n1", HELD, aborted)]})
+    s = txn_outcome(rr, 0, 17)
+    assert s.state == "abort" and "ABORT marker at offset 45 (producer epoch 5)" in s.evidence
+
+
+def test_txn_outcome_open_when_no_marker_of_its_producer_follows() -> None:
+    rr = RunRecords(replicas={0: [txn_replica("n1", HELD, [(42, 3002, 1, "COMMIT")]),
+                                  txn_replica("n3", HELD, [(42, 3002, 1, "COMMIT")])]})
+    s = txn_outcome(rr, 0, 17)
+    assert s == Settlement("open", "n1, n3: value 17 at offset 40 (producer 3001), "
+                                   "no marker of that producer after it (log end 50)")
+
+
+def test_txn_outcome_absent_names_the_read_logs_and_the_unread_ones() -> None:
+    rr = RunRecords(replicas={0: [txn_replica("n1", HELD, COMMITTED), txn_replica("n2", {}, []),
+                                  txn_replica("n3", None, None, note="over max_records")]})
+    s = txn_outcome(rr, 0, 99)
+    assert s.state == "absent" and "n1, n2" in s.evidence and "n3 not read (over max_records)" in s.evidence
+    held = txn_outcome(rr, 0, 17)          # a replica lacking it does not contradict those holding it
+    assert held.state == "commit" and held.evidence.endswith("; absent from n2; n3 not read (over max_records)")
+
+
+def test_txn_outcome_not_read_when_no_listing_can_tell() -> None:
+    assert txn_outcome(RunRecords(), 0, 17).state == "not-read"
+    old = Replica("n1", 0, 0, 50, [(0, 0)], {17: 40})              # a run stored before markers were
+    rr = RunRecords(replicas={0: [old, txn_replica("n2", None, None, note="over max_records")]})
+    s = txn_outcome(rr, 0, 17)
+    assert s.state == "not-read" and "n1 not read (stored without producers or markers)" in s.evidence
+
+
+def test_txn_outcome_conflict_when_replicas_disagree() -> None:
+    aborted = [(44, 3001, 6, "ABORT")]
+    rr = RunRecords(replicas={0: [txn_replica("n1", HELD, COMMITTED), txn_replica("n2", HELD, aborted)]})
+    s = txn_outcome(rr, 0, 17)
+    assert s.state == "conflict" and "COMMIT marker" in s.evidence and "ABORT marker" in s.evidence
+    # Held without a marker on a log that goes on past the others' marker: another history.
+    rr = RunRecords(replicas={0: [txn_replica("n1", HELD, COMMITTED), txn_replica("n2", HELD, [], end=60)]})
+    assert txn_outcome(rr, 0, 17).state == "conflict"
+
+
+def test_txn_outcome_a_replica_that_stopped_before_the_marker_agrees() -> None:
+    rr = RunRecords(replicas={0: [txn_replica("n1", HELD, COMMITTED), txn_replica("n2", HELD, [], end=44)]})
+    s = txn_outcome(rr, 0, 17)
+    assert s.state == "commit" and "n2: value 17 at offset 40 (producer 3001), no marker" in s.evidence
+
+
 # ----------------------------------------------------------------- loading files
+
+def test_replica_rows_with_and_without_producers_and_markers_load(tmp_path: Path) -> None:
+    rows = [{"kchaos-replicas": 1, "topic": "t", "max_records": 10},
+            {"node": "n1", "broker": 1, "partition": 0, "log_start_offset": 0, "log_end_offset": 46,
+             "epochs": [[0, 0]], "records": [[40, 17, 0, 3001], [41, 18, 0, 3002]],
+             "markers": [[42, 3002, 1, "ABORT"], [44, 3001, 6, "COMMIT"]], "note": None, "error": None},
+            {"node": "n2", "broker": 2, "partition": 0, "log_start_offset": 0, "log_end_offset": 46,
+             "epochs": [[0, 0]], "records": [[40, 17, 0], [41, 18, 0]], "note": None, "error": None}]
+    (tmp_path / "replicas.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    rr = load_records(tmp_path, W0)
+    new, old = sorted(rr.replicas[0], key=lambda r: r.node)
+    assert new.by_value == {17: 40, 18: 41} and new.producers == {17: 3001, 18: 3002}
+    assert new.markers == [(42, 3002, 1, "ABORT"), (44, 3001, 6, "COMMIT")] and new.txn_readable
+    assert old.by_value == {17: 40, 18: 41} and old.producers is None and old.markers is None
+    assert not old.txn_readable and presence(rr, 0, 17) == {"n1": 40, "n2": 40}
+    s = txn_outcome(rr, 0, 17)
+    assert s.state == "commit" and s.evidence.endswith("n2 not read (stored without producers or markers)")
+
+
 
 def test_simulated_run_written_and_loaded_is_checked_with_its_record(tmp_path: Path) -> None:
     p = Params(seed=7, partitions=2, clients=3, steps=80, mode="assign", drain=True, p_fail=0.0, p_info=0.1,
