@@ -36,6 +36,7 @@ from history.parquet import history_to_parquet, is_parquet, iter_parquet_rows, p
 from .common import RunFindings, Settings, assemble, crashed
 from .kafka_record import RunRecords, load_records
 from .result import CheckResult
+from .settle import markers_of
 
 log = logging.getLogger(__name__)
 
@@ -138,7 +139,7 @@ def _check(source: str | Path, config: dict[str, Any] | None, spark: Any,
             source = parquet_out
         findings: dict[int, RunFindings] = {}
         if not is_parquet(source) or single:
-            findings[0] = reference.analyze(read_paired_ops(source), settings)
+            findings[0] = reference.analyze(read_paired_ops(source), settings, markers_of(records))
         else:
             by_run: dict[int, list[PairedOp]] = defaultdict(list)
             for row in iter_parquet_rows(source):
@@ -169,7 +170,9 @@ def _check(source: str | Path, config: dict[str, Any] | None, spark: Any,
                     except BaseException:
                         converted = False
                         raise
-                findings = spark_engine.analyze_runs(sp, str(parquet), settings, stages)
+                marker = markers_of(records) if single else None
+                findings = spark_engine.analyze_runs(sp, str(parquet), settings, stages,
+                                                     {0: marker} if marker is not None else None)
         except Exception as e:  # noqa: BLE001 - never a pass on a crash
             if not converted:       # the conversion's error, as without Spark: it propagates
                 raise

@@ -30,6 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
+from .kafka_record import RunRecords, txn_outcome
+
 COMMITTED, ABORTED, UNKNOWN = "committed", "aborted", "unknown"
 MARKERS, READS, DRAIN = "markers", "reads", "drain"
 
@@ -109,6 +111,18 @@ def settle(txns: Iterable[tuple[int, list[Write]]],
                else "no read_committed read returned its values")
         out[op_id] = Settled(op_id, UNKNOWN, None, f"{why}; {why_not_markers}")
     return out
+
+
+def markers_of(records: RunRecords | None) -> MarkerOf | None:
+    """Kafka's record of markers as ``settle`` asks for it, or None when the
+    run stored no replica listing."""
+    if records is None or not records.replicas:
+        return None
+
+    def marker(partition: int, value: int) -> tuple[str, str]:
+        s = txn_outcome(records, partition, value)
+        return s.state, s.evidence
+    return marker
 
 
 def effective_type(op_type: str, settled: Settled | None) -> str:
