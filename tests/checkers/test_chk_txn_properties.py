@@ -1,8 +1,9 @@
 """Properties over simulated transactional histories (chk_gen_txn): a correct
 Kafka with transactions (aborts, unknown outcomes, read_committed and
 read_uncommitted readers, commit markers) shows no anomaly that is not
-allowed; each injected transaction anomaly is found with a witness on its
-partition; the Spark engine agrees with the reference exactly on every
+allowed; each injected anomaly (every txn type, and the chain and offset
+rules txns take part in: chk_gen_txn_scenarios.INJECTED) is found with a
+witness on its partition; the Spark engine agrees with the reference exactly on every
 history, injected ones included.
 
 Budgets as in test_chk_properties.py: KCHAOS_HYPOTHESIS_EXAMPLES (default
@@ -21,10 +22,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from checkers.txn import TXN_TYPES
 from checkers.common import UNKNOWN_TYPES
 from chk_cases import compare_batch, ref_check
-from chk_gen_txn import TxnParams, inject_txn, random_txn_params, simulate_txn, txn_params
+from chk_gen_txn import INJECTED, TxnParams, inject_txn, random_txn_params, simulate_txn, txn_params
 
 HYPOTHESIS_EXAMPLES = int(os.environ.get("KCHAOS_HYPOTHESIS_EXAMPLES", "200"))
 BATCH = 50
@@ -48,7 +48,7 @@ def test_correct_txn_history_is_valid(p: TxnParams) -> None:
 
 
 @settings(max_examples=max(100, HYPOTHESIS_EXAMPLES), deadline=None, suppress_health_check=QUIET)
-@given(txn_params(), st.sampled_from(TXN_TYPES), st.integers(0, 2**16))
+@given(txn_params(), st.sampled_from(INJECTED), st.integers(0, 2**16))
 def test_injected_txn_anomaly_is_detected(p: TxnParams, typ: str, seed: int) -> None:
     ops, partition = inject_txn(simulate_txn(p), typ, random.Random(seed))
     r = ref_check(ops)
@@ -68,14 +68,14 @@ def test_every_type_has_a_mutation_somewhere() -> None:
     mutated = set()
     for _ in range(300):
         ops = simulate_txn(random_txn_params(rng))
-        for typ in TXN_TYPES:
+        for typ in INJECTED:
             if _mutate(copy.deepcopy(ops), typ, rng) is not None:
                 mutated.add(typ)
     assert {"aborted-read", "precommitted-read", "torn-transaction", "lost-txn-write", "int-poll-skip",
             "int-nonmonotonic-poll", "int-nonmonotonic-send"} <= mutated
 
 
-CASE = st.tuples(txn_params(), st.sampled_from((None,) + TXN_TYPES), st.integers(0, 2**16))
+CASE = st.tuples(txn_params(), st.sampled_from((None,) + INJECTED), st.integers(0, 2**16))
 
 
 def build(case: tuple[TxnParams, str | None, int]) -> tuple[list[dict], str | None, int | None]:
@@ -108,9 +108,9 @@ def test_long_spark_agrees_on_txn_histories_and_detects_every_type(spark: Any, t
     done = 0
     while done < LONG_HISTORIES:
         n = min(LONG_BATCH, LONG_HISTORIES - done)
-        cases = [(random_txn_params(rng), None if (done + j) % 3 == 0 else TXN_TYPES[(done + j) % len(TXN_TYPES)],
+        cases = [(random_txn_params(rng), None if (done + j) % 3 == 0 else INJECTED[(done + j) % len(INJECTED)],
                   rng.randrange(2**16)) for j in range(n)]
         compare_batch(spark, [build(c) for c in cases], tmp_path / f"batch{done}.parquet", seen)
         done += n
     print(f"\nlong run: {done} histories; injected and detected per type: {seen}")
-    assert set(seen) == set(TXN_TYPES)      # compare_batch asserts each injected one was detected
+    assert set(seen) == set(INJECTED)       # compare_batch asserts each injected one was detected
