@@ -57,7 +57,7 @@ def _stats_rows(stats: dict[str, Any]) -> dict[str, Any]:
     scalars = []
     lag = stats.get("realtime_lag")
     for k, v in stats.items():
-        if k in ("ops", "availability", "realtime_lag"):
+        if k in ("ops", "availability", "realtime_lag", "settled_txns"):
             continue
         scalars.append((jtext(k, 60), jtext(v, 400)))
     if isinstance(lag, dict):
@@ -65,6 +65,17 @@ def _stats_rows(stats: dict[str, Any]) -> dict[str, Any]:
     elif lag is not None:
         scalars.append(("realtime lag", jtext(lag)))
     return {"ops": op_rows, "scalars": scalars}
+
+
+def _settled_rows(stats: dict[str, Any]) -> list[dict[str, str]]:
+    """Each info txn (its commit outcome never learned) and how the checkers
+    settled it: from Kafka's markers, a read, the drain, or not at all
+    (checkers/settle.py)."""
+    rows = stats.get("settled_txns")
+    if not isinstance(rows, list):
+        return []
+    return [{"op": jtext(r.get("op"), 20), "outcome": jtext(r.get("outcome"), 20), "source": jtext(r.get("from"), 20),
+             "evidence": jtext(r.get("evidence"), 600)} for r in rows if isinstance(r, dict)]
 
 
 def _with_write_share(rows: dict[str, Any], ops: list) -> dict[str, Any]:
@@ -206,6 +217,7 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
         "intervals": intervals,
         "fault_colors": sorted(tl.colors.items()),
         "stats": _with_write_share(_stats_rows(stats), run.ops),
+        "settled_txns": _settled_rows(stats),
         "computed_ops": [{"f": jtext(f, 40), "ok": c.get("ok", 0), "fail": c.get("fail", 0), "info": c.get("info", 0)}
                          for f, c in sorted(d.op_counts.items())],
         "logs": logs,

@@ -392,3 +392,25 @@ def test_console_summary_without_results(fixture_copy):
     console_summary(run_dir, console=con)
     out = con.export_text()
     assert "verdict: unknown" in out and "results.json is missing" in out and "not rendered yet" in out
+
+
+def test_settled_txns_are_listed_with_their_evidence(fixture_copy):
+    """Each info txn's settlement (results.json stats.settled_txns) has a row:
+    the op, what it was settled as, from what, and the evidence."""
+    run_dir = fixture_copy("valid")
+    results = json.loads((run_dir / "results.json").read_text())
+    results["stats"]["settled_txns"] = [
+        {"op": 41, "outcome": "committed", "from": "markers",
+         "evidence": "n1, n2: value 30 at offset 15 (producer 1000), COMMIT marker at offset 19"},
+        {"op": 57, "outcome": "unknown", "from": None, "evidence": "the final drain did not complete partition(s) [2]"}]
+    (run_dir / "results.json").write_text(json.dumps(results))
+    html = render_html(load_run(run_dir), plots=False)
+    section = html[html.index('id="settled-txns"'):]
+    section = section[: section.index("</section>")]
+    assert "COMMIT marker at offset 19" in section and "markers" in section
+    assert "did not complete partition(s) [2]" in section and "unknown" in section
+    assert "settled_txns" not in html[html.index('id="statistics"'):]
+
+
+def test_no_settled_txns_no_section(rendered):
+    assert 'id="settled-txns"' not in (rendered["valid"] / "report.html").read_text()
