@@ -36,7 +36,10 @@ results.json (written by ``harness``/``checkers``, read by ``reports``)::
         "ops": {"send": {"ok": 10, "fail": 0, "info": 2}, "poll": {...}},
         "acknowledged": 1234, "read": 1200, "drain_complete": true,
         "availability": [{"second": 0, "ok": 10, "fail": 0, "info": 0}, ...],
-        "realtime_lag": {"p50_ms": 3.1, "p99_ms": 40.0, "max_ms": 120.0}
+        "realtime_lag": {"p50_ms": 3.1, "p99_ms": 40.0, "max_ms": 120.0},
+        "settled_txns": [{"op": id, "outcome": "committed" | "aborted" | "unknown",   # each info txn
+                          "from": "markers" | "reads" | "drain" | null,                # (checkers/settle.py)
+                          "evidence": "one sentence"}, ...]                            # only with info txns
       }
     }
 
@@ -54,7 +57,8 @@ lost-write, unseen, phantom-write, unclean-election, elr-election; consumer grou
 int-poll-skip, int-nonmonotonic-poll, int-nonmonotonic-send, int-send-skip, G0,
 G0-process, G0-realtime, G1c, G1c-process, G1c-realtime (a cycle witness lists its edges in
 ``cycle``: [{"from": op id, "to": op id, "kind": "ww" | "wr" | "process" | "realtime",
-"partition", "offset"}]).
+"partition", "offset"}]). A poll-skip or nonmonotonic-poll witness whose chain was taken back
+over a txn that did not commit names it in ``after_txn`` (its op id; the txn is among ``ops``).
 """
 from __future__ import annotations
 
@@ -103,10 +107,12 @@ DESCRIPTIONS: dict[str, str] = {
                               "yet offset(A) >= offset(B)",
     "nonmonotonic-send": "successive acknowledged sends of one producer (or process) to a partition, in send "
                          "order, did not get increasing offsets",
-    "nonmonotonic-poll": "successive reads of one consumer of a partition, while it stayed assigned, "
-                         "did not have increasing offsets",
-    "poll-skip": "a consumer's successive reads of a partition, while it stayed assigned, jumped over "
-                 "offsets known to hold values",
+    "nonmonotonic-poll": "successive reads of one consumer of a partition (polls and transactions' reads), "
+                         "while it stayed assigned, did not have increasing offsets (after a transaction "
+                         "that did not commit, counted from where the consumer stood before it)",
+    "poll-skip": "a consumer's successive reads of a partition (polls and transactions' reads), while it "
+                 "stayed assigned, jumped over offsets known to hold values (after a transaction that did "
+                 "not commit, counted from where the consumer stood before it)",
     "lost-write": "an acknowledged send never read, although reads of its partition reached its offset "
                   "or the final drain completed",
     "unseen": "an acknowledged send never read, and no read of its partition reached its offset: "
