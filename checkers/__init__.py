@@ -1,21 +1,10 @@
 """Checkers: decide from a history whether Kafka kept its promises.
-Imports nothing from harness, nemesis, broker or infra: a stored history is all they read.
 
-Entry points:
-
-* ``check(history, config)`` - one history (JSONL or Parquet) -> CheckResult.
-* ``check_runs(parquet, config)`` - a Parquet file with a ``run`` column ->
-  one CheckResult per run, in one Spark pass.
-* ``analyze_run(run_dir, config)`` - what ``kchaos analyze`` does: the run's
-  history.parquet (converted from history.jsonl unless it is current) ->
-  results.json.
-* ``write_results``, ``summary``, ``choose_engine``.
-
-Config (a plain dict, every key optional): ``engine`` ("auto" | "spark" |
-"reference"; auto: the reference up to ``REFERENCE_MAX_OPS`` ops, else Spark),
-``spark_master`` ("local[2]"), ``spark_conf`` (extra Spark settings),
-``max_witnesses`` (20), ``allowed`` ({anomaly type: reason}; a falsy reason
-takes a default allowance away).
+Analysis only: imports history (the contract it reads) and nothing from
+harness, nemesis, broker, infra or workloads. The entry points (``check``,
+``check_runs``, ``analyze_run`` and their config) are checking.py's; the
+definitions are reference.py's (and txn.py, groups.py, settle.py), the Spark
+engine spark.py's (docs/design.md, "What the checkers decide").
 """
 from .checking import (REFERENCE_MAX_OPS, analyze_run, check, check_runs, choose_engine, history_ops,
                        stored_checker_config, write_results)
