@@ -49,7 +49,7 @@ from confluent_kafka import Producer  # noqa: E402
 
 from harness.run_cluster import cluster_attach, cluster_down, cluster_up  # noqa: E402
 from history.writer import HistoryWriter  # noqa: E402
-from harness.runner import Recorder  # noqa: E402
+from history.recorder import Recorder  # noqa: E402
 from workloads import ClientContext, QueueClient  # noqa: E402
 from workloads.client import librdkafka_logger, producer_settings  # noqa: E402
 from workloads.pipelined import PipelinedProducer  # noqa: E402

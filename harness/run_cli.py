@@ -1,13 +1,21 @@
 """`kchaos run`, `kchaos analyze`, `kchaos report`."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import click
 from rich.console import Console
 from rich.text import Text
 
+from harness.analysis import analyze
 from harness.progress import ConsoleProgress, verbosity_of, verbosity_options
+from harness.store import resolve_run_dir
+from nemesis.packages import BY_NAME_ONLY, PACKAGES
+from nemesis.scenarios import SCENARIOS
+
+# The run config, the runner and the reports are imported in the commands that use them,
+# so that `kchaos --help` answers before the clients, pyarrow and the report renderers load.
 
 DEFAULT_CONFIG = Path(__file__).with_name("default.toml")
 console = Console()
@@ -15,8 +23,6 @@ err_console = Console(stderr=True)
 
 
 def _nemesis_help() -> str:
-    from nemesis.packages import BY_NAME_ONLY, PACKAGES
-    from nemesis.scenarios import SCENARIOS
     return (f"Fault packages, comma separated: {', '.join(PACKAGES)} (all: these); by name only: "
             f"{', '.join([*BY_NAME_ONLY, *SCENARIOS])}; none for no faults.")
 
@@ -46,7 +52,7 @@ def run_options(f):
 
 
 def build_config(config_path: Path | None, **flags):
-    from harness import run_config as cfgmod
+    from harness import run_config as cfgmod   # here: see the note on imports above
     cfg = cfgmod.load(config_path or DEFAULT_CONFIG)
     nemesis = flags.pop("nemesis")
     if nemesis is not None:
@@ -66,7 +72,7 @@ def build_config(config_path: Path | None, **flags):
 
 def verdict_line(run_dir: Path) -> Text:
     """The -q output: the verdict and where the report is, one line."""
-    from reports.load import INVALID, VALID, load_run
+    from reports.load import INVALID, VALID, load_run   # here: see the note on imports above
     verdict = load_run(Path(run_dir)).verdict
     label, style = {VALID: ("valid", "bold green"), INVALID: ("INVALID", "bold red")}.get(
         verdict, ("unknown", "bold yellow"))
@@ -74,7 +80,7 @@ def verdict_line(run_dir: Path) -> Text:
 
 
 def execute(cfg, verbosity: int = 0) -> int:
-    from harness.runner import Runner
+    from harness.runner import Runner   # here: see the note on imports above
     from reports import console_summary
     with ConsoleProgress(verbosity) as progress:
         outcome = Runner(cfg, progress).execute()
@@ -113,10 +119,7 @@ def register(app: click.Group) -> None:
                   help="Checker engine (default auto: the reference for small histories, Spark for large).")
     def analyze_cmd(run_dir: Path, spark_master: str | None, engine: str | None) -> int:
         """Re-run the checkers on a stored run and rewrite results and reports."""
-        import json
-        from harness.analysis import analyze
-        from harness.store import resolve_run_dir
-        from reports import console_summary
+        from reports import console_summary   # here: see the note on imports above
         run_dir = resolve_run_dir(run_dir)
         stored = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").exists() else {}
         checker = dict(stored.get("checker") or {})
@@ -132,8 +135,7 @@ def register(app: click.Group) -> None:
     @click.argument("run_dir", type=click.Path(path_type=Path))
     def report_cmd(run_dir: Path) -> int:
         """Rebuild report.html and junit.xml from a stored run."""
-        from harness.store import resolve_run_dir
-        from reports import render_run
+        from reports import render_run   # here: see the note on imports above
         run_dir = resolve_run_dir(run_dir)
         path = render_run(run_dir)
         console.print(f"report: {path}")

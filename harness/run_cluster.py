@@ -13,9 +13,13 @@ from pathlib import Path
 
 from broker.cluster import KafkaCluster
 from broker.lifecycle import BrokerSettings
-from infra import docker_backend
+from harness import ssh_hosts
+from infra import docker_backend, ssh_claim
 from infra.distribution import DEFAULT_KAFKA_VERSION, cache_root, resolve_kafka
+from infra.errors import UsageError
 from infra.image import build_node_image
+from infra.inventory import load_inventory
+from infra.ssh_node import connect_all, nodes_for
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +42,6 @@ class ClusterHandle:
             docker_backend.destroy(self.name)
         elif self.backend == "ssh":
             # The hosts stay: brokers killed, faults healed; data and logs kept for a look.
-            from harness import ssh_hosts
             ssh_hosts.stop_hosts(self.kafka.nodes, cluster=self.name)
             _ssh_record(self.name).unlink(missing_ok=True)
 
@@ -83,7 +86,6 @@ def cluster_attach(name: str = DEFAULT_CLUSTER, settings: BrokerSettings | None 
     if inventory is None and _ssh_record(name).exists():
         inventory = json.loads(_ssh_record(name).read_text())["inventory"]
     if inventory is not None:
-        from infra.ssh_node import nodes_for
         return ClusterHandle(name, KafkaCluster(nodes_for(inventory), settings or BrokerSettings()), "ssh")
     dc = docker_backend.attach_cluster(name)
     return ClusterHandle(name, KafkaCluster(dc.nodes, settings or BrokerSettings()), "docker")
@@ -147,11 +149,6 @@ def _ssh_record(name: str) -> Path:
 
 def _cluster_up_ssh(name: str, inventory: str | Path | None, kafka_version: str,
                     settings: BrokerSettings | None, keep: bool, ready_timeout_s: float) -> ClusterHandle:
-    from harness import ssh_hosts
-    from infra import ssh_claim
-    from infra.errors import UsageError
-    from infra.inventory import load_inventory
-    from infra.ssh_node import connect_all
     if inventory is None:
         raise UsageError("the ssh backend needs an inventory file (--inventory FILE)")
     docker_backend.validate_cluster_name(name)
@@ -188,7 +185,6 @@ def _cluster_up_ssh(name: str, inventory: str | Path | None, kafka_version: str,
 def clean_ssh_hosts(inventory: str | Path) -> dict[str, str]:
     """`kchaos clean --inventory`: kill brokers, remove the KCHAOS chain, reset clocks;
     forget SSH clusters recorded on this inventory. Returns {node: "ok" | error}."""
-    from harness import ssh_hosts
     report = ssh_hosts.heal_hosts(inventory)
     target = str(Path(inventory).expanduser().resolve())
     d = _ssh_record("x").parent

@@ -13,11 +13,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from broker.settings_check import check_features, check_settings
+from harness.client_config import effective_commit_fraction, run_group_id, validate_client_settings
 from infra.distribution import DEFAULT_KAFKA_VERSION, validate_version
 from infra.errors import UsageError
+from infra.inventory import load_inventory
+from infra.kafka_versions import features
 from infra.tomlfile import load_toml
+from nemesis.packages import build_packages
+from workloads.kinds import WorkloadKind, kind_of, workload_names
 
-WORKLOADS = ("queue",)
 MODES = ("assign", "subscribe")
 # "batch": one producer per process, each send op a batch flushed before it completes;
 # "pipelined": up to in_flight one-message sends outstanding per producer (workloads/pipelined.py).
@@ -132,7 +137,7 @@ def _check_type(where: str, value: Any, default: Any) -> Any:
 
 
 # What a run adds to its stored config.json besides the config itself.
-STORED_KEYS = ("schedule_digest", "client_settings")
+STORED_KEYS = ("schedule_digest", "client_settings", "workload_kind")
 
 
 def from_dict(data: dict[str, Any], source: str = "config") -> RunConfig:
@@ -208,8 +213,9 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise UsageError(f"concurrency must be at least 1, got {cfg.concurrency}")
     if not 0 <= cfg.drain_wait < float("inf"):
         raise UsageError(f"drain_wait must be a finite number of seconds, 0 or more, got {cfg.drain_wait:g}")
-    if w.name not in WORKLOADS:
-        raise UsageError(f"unknown workload {w.name!r}; valid workloads: {', '.join(WORKLOADS)}")
+    names = workload_names()      # the [workload] names some kind (workloads/kinds.py) claims
+    if w.name not in names:
+        raise UsageError(f"unknown workload {w.name!r}; valid workloads: {', '.join(names)}")
     if w.mode not in MODES:
         raise UsageError(f"unknown workload mode {w.mode!r}; valid modes: {', '.join(MODES)}")
     if w.producer not in PRODUCERS:
@@ -237,8 +243,7 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise UsageError(f"nemesis recovery_window must be a finite number of seconds, 0 or more, "
                          f"got {cfg.nemesis.recovery_window:g}")
     if cfg.nemesis.faults:
-        from nemesis.packages import build_packages  # raises UsageError naming the valid faults
-        packages = build_packages(list(cfg.nemesis.faults))
+        packages = build_packages(list(cfg.nemesis.faults))  # raises UsageError naming the valid faults
         moved = sorted(k for k in ("log.dirs", "log.dir", "metadata.log.dir") if k in cfg.broker)
         if moved and any("power" in p.name for p in packages):
             raise UsageError(f"power-loss cuts the logs in kchaos's own log dir; it cannot run with [broker] "
@@ -247,10 +252,17 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise UsageError(f"seed must be an integer, got {cfg.seed!r}")
     _validate_transactions(cfg)
     _validate_group(cfg)
-    _validate_client_settings(cfg)
-    _validate_txn_client(cfg)
+    validate_client_settings(cfg, workload_kind(cfg))
     _validate_kafka_settings(cfg)
     return cfg
+
+
+def workload_kind(cfg: RunConfig) -> WorkloadKind:
+    """The kind of workload the config's [workload] table runs (workloads/kinds.py)."""
+    try:
+        return kind_of(cfg.workload)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
 
 
 def _is_false(value: Any) -> bool:
@@ -294,28 +306,6 @@ def _validate_transactions(cfg: RunConfig) -> None:
         raise UsageError(f'transactions = true needs producer.acks = "all" (or -1), got {acks!r}')
 
 
-DEFAULT_COMMIT_FRACTION = 0.1
-
-
-def effective_commit_fraction(cfg: RunConfig) -> float:
-    """The share of ops that are commits: ``commit_fraction``, by default 0.1
-    in subscribe mode and 0 in assign mode (assigned consumers are no group members)."""
-    w = cfg.workload
-    if w.commit_fraction is not None:
-        return float(w.commit_fraction)
-    return DEFAULT_COMMIT_FRACTION if w.mode == "subscribe" else 0.0
-
-
-def run_group_id(cfg: RunConfig) -> str:
-    """The consumers' group id: ``[consumer] "group.id"``, else ``[workload]
-    group_id``, else ``kchaos-<seed>``."""
-    if "group.id" in cfg.consumer:
-        return str(cfg.consumer["group.id"])
-    if cfg.workload.group_id is not None:
-        return str(cfg.workload.group_id)
-    return f"kchaos-{cfg.seed}"
-
-
 def _validate_group(cfg: RunConfig) -> None:
     """Consumer groups: commit shares, the group id, and the settings that
     would commit what the history cannot show (one line, exit 64)."""
@@ -349,25 +339,9 @@ def _validate_group(cfg: RunConfig) -> None:
                              "leave it unset (false)")
 
 
-def _validate_txn_client(cfg: RunConfig) -> None:
-    """With transactions, librdkafka judges the transactional producer too."""
-    if not cfg.workload.transactions:
-        return
-    from workloads.txn import check_txn_settings
-
-    try:
-        check_txn_settings(offline_client_context(cfg))
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-
-
 def _validate_kafka_settings(cfg: RunConfig) -> None:
     """[broker] / [topic] settings, checked by Kafka's own config definitions
     offline (broker/settings_check.py): one line naming the key, exit 64."""
-    from broker.settings_check import check_features, check_settings
-
-    from infra.kafka_versions import features
-
     if "elr-election" in cfg.nemesis.faults and not features(cfg.kafka_version).elr:
         raise UsageError(f"the elr-election scenario needs Eligible Leader Replicas (KIP-966, Kafka 4.0 "
                          f"and later); Kafka {cfg.kafka_version} has none")
@@ -375,32 +349,6 @@ def _validate_kafka_settings(cfg: RunConfig) -> None:
                or check_settings(cfg.kafka_version, cfg.broker, cfg.topic))
     if problem is not None:
         raise UsageError(problem)
-
-
-def offline_client_context(cfg: RunConfig) -> Any:
-    """A worker's client context without a cluster (no bootstrap address)."""
-    from workloads.client import ClientContext
-
-    w = cfg.workload
-    return ClientContext(
-        bootstrap="", topic="kchaos", partitions=w.partitions,
-        producer_config=dict(cfg.producer), consumer_config=dict(cfg.consumer),
-        mode=w.mode, group_id=run_group_id(cfg), op_timeout_s=w.op_timeout,
-        poll_max_messages=w.poll_max_messages, poll_timeout_s=w.poll_timeout)
-
-
-def _validate_client_settings(cfg: RunConfig) -> None:
-    """Every [producer] / [consumer] setting, checked by librdkafka itself: the
-    clients the workers (and the drain) would build from this config are built
-    offline and closed, so a typo costs one line naming the key and exit 64
-    before any cluster starts. Mirrors Runner._client_context; the bootstrap
-    address is the cluster's and not known yet (check_settings leaves it out)."""
-    from workloads.client import check_settings
-
-    try:
-        check_settings(offline_client_context(cfg))
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
 
 
 def _validate_backend(cfg: RunConfig) -> None:
@@ -417,7 +365,6 @@ def _validate_backend(cfg: RunConfig) -> None:
         return
     if not cfg.inventory:
         raise UsageError('backend "ssh" needs an inventory file: inventory = "hosts.toml" or --inventory FILE')
-    from infra.inventory import load_inventory  # raises InventoryError (a UsageError) naming the mistake
-    inv = load_inventory(cfg.inventory)
+    inv = load_inventory(cfg.inventory)  # raises InventoryError (a UsageError) naming the mistake
     cfg.inventory = str(inv.path)
     cfg.nodes = len(inv)

@@ -60,6 +60,7 @@ def _stored_config(run_dir: Path) -> tuple[dict[str, Any], Any]:
         raise UsageError(f"{path}: not a JSON object")
     digest = data.pop("schedule_digest", None)
     data.pop("client_settings", None)
+    data.pop("workload_kind", None)
     return data, digest
 
 

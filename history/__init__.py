@@ -6,7 +6,9 @@ run's ops travel (docs/design.md, "The history"):
 
 * ``ops``: the contract, the fields and values of every op, and the reader
   of history.jsonl; ``fault_intervals``: the nemesis ops as fault intervals.
-* ``writer``: the thread-safe appender the runner records through.
+* ``writer``: the thread-safe appender the runner records through;
+  ``recorder``: the writer plus counts, outstanding invocations and the
+  highest acknowledged offsets, which the runner's console and final phase read.
 * ``live_copy``: the niced process that pairs the JSONL into history.parquet
   as the run goes.
 * ``paired``: paired ops, the one shape both checker engines read, and the

@@ -1,7 +1,9 @@
 """Workloads: clients that turn history ops into Kafka calls.
 Imports neither nemesis nor infra: clients reach Kafka through bootstrap addresses only.
 
-The queue workload (``QueueClient``) after Jepsen's Kafka queue test, its
+The workload kinds (``workloads.kinds``: assign, group, pipelined,
+pipelined-group, transactions), each a client and an op stream; the queue
+workload (``QueueClient``) after Jepsen's Kafka queue test, its
 delivery-error classification, and the final drain. See ``workloads.client``
 for the Client protocol the runner drives.
 """

@@ -4,8 +4,15 @@ The runner owns processes and the history; a workload client owns the Kafka
 handles of one logical process. The runner calls::
 
     client.open(ctx)                  # once, before the first op
+    client.op_fields(f)               # fields the invoke and completion of an op f record
     completion = client.invoke(op)    # op: {"f": ..., "value": ..., ...}
+    client.take_events()              # event ops (rebalances) since the last call
     client.close()                    # once; also after a crash
+    client.crash()                    # instead of close: crash_interval drops the client
+
+``Client`` is the base class every client derives from: it answers the last
+four with what a client without groups or events means (no fields, no events,
+a crash is a close), so the runner asks every client the same questions.
 
 ``invoke`` returns the completion: ``{"type": "ok" | "fail" | "info", "f",
 "value", "error"?, "node"?}`` (plus workload-specific keys, see
@@ -23,8 +30,11 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Literal, Mapping, Protocol, runtime_checkable
+from typing import Any, Callable, Iterator, Literal, Mapping
+
+from confluent_kafka import Consumer, KafkaException, Producer
 
 # The completion types a client returns are the history contract's.
 from history.ops import FAIL, INFO, OK, Op  # noqa: F401
@@ -55,14 +65,57 @@ class ClientContext:
     message_bytes: int = 0            # pad each value (ASCII decimal) with spaces to this size
 
 
-@runtime_checkable
-class Client(Protocol):
-    def open(self, ctx: ClientContext) -> None: ...
+class Client(ABC):
+    """One logical process's handles: the runner's side of a workload."""
 
-    def invoke(self, op: Op) -> Op: ...
+    @abstractmethod
+    def open(self, ctx: ClientContext) -> None:
+        """Ready the client (handles may be made lazily, on the first op)."""
 
-    def close(self) -> None: ...
+    @abstractmethod
+    def invoke(self, op: Op) -> Op:
+        """The completion of ``op``; raises only for a bug or an unknown state."""
 
+    @abstractmethod
+    def close(self) -> None:
+        """Release the handles; never flushes what is in flight into a later op."""
+
+    def op_fields(self, f: str) -> dict[str, Any]:
+        """Fields the invoke and completion of every op ``f`` record besides
+        ``f`` and ``value`` (a group member: its group and isolation)."""
+        return {}
+
+    def take_events(self) -> list[Op]:
+        """Event ops (completions without an invoke, e.g. rebalances) that
+        happened since the last call, in order; recorded after the op."""
+        return []
+
+    def crash(self) -> None:
+        """Drop the client as a crashed process would, without flushing. The
+        default is ``close``: the clients here close without flushing."""
+        self.close()
+
+
+
+class SendPump(ABC):
+    """A sender that keeps many sends in flight and records each itself (a
+    pipelined producer: workloads/pipelined.py). A kind with one sends the
+    schedule's messages through it instead of as ops of a ``Client``."""
+
+    name: str          # the instance sending now (a crash starts a new one)
+
+    @abstractmethod
+    def pump(self, messages: Iterator[tuple[int, int]], stop: Callable[[], bool]) -> None:
+        """Send ``(partition, value)`` messages as slots free up, until they
+        run out or ``stop()``."""
+
+    @abstractmethod
+    def crash(self) -> None:
+        """Drop the instance without flushing; the next send opens a new one."""
+
+    @abstractmethod
+    def close(self, flush_s: float = 0.0, abandon: Callable[[], bool] = lambda: False) -> None:
+        """Wait up to ``flush_s`` (until ``abandon()``) for what is in flight, then drop the rest."""
 
 # -- librdkafka settings ------------------------------------------------------
 
@@ -160,7 +213,7 @@ def check_settings(ctx: ClientContext) -> None:
     is polled, and the clients are closed at once. librdkafka's own log lines
     (CONFWARN ...) are discarded.
     """
-    from workloads.drain import drain_settings   # same package; lazy: drain imports this module
+    from workloads.drain import drain_settings   # here: drain imports this module (a cycle at the top)
 
     _check_client("producer", "producer", producer_settings, ctx, "producer_config")
     _check_client("consumer", "consumer", consumer_settings, ctx, "consumer_config")
@@ -181,8 +234,6 @@ def _silent_logger() -> logging.Logger:
 
 def _client_error(kind: str, conf: Mapping[str, Any]) -> str | None:
     """librdkafka's complaint about ``conf`` for a ``kind`` client, or None."""
-    from confluent_kafka import Consumer, KafkaException, Producer
-
     conf = dict(conf)
     for name in _ALIAS_OF["bootstrap.servers"]:
         conf.pop(name, None)                  # no broker: no connection, ever

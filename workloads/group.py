@@ -28,7 +28,7 @@ not show the member reading.
     the form is not that one or the member has none, -1); ``member`` is
     ``memberid()``. The events of an op go back to the runner in the
     completion's ``events`` list; the runner writes each right after the
-    completion (``Runner._invoke_recorded``), and those of ``close`` right
+    completion (``harness/worker_loops.py``), and those of ``close`` right
     after closing.
 
 ``commit``  commits the stored offsets of the current assignment.

@@ -49,7 +49,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from history.ops import FAIL, INFO, INVOKE, OK, Op
 from history.writer import SendRow, send_op
 from workloads.classify import classify_delivery_error, error_name
-from workloads.client import ClientContext, producer_settings
+from workloads.client import ClientContext, SendPump, producer_settings
 from workloads.queue import encode_value
 
 log = logging.getLogger(__name__)
@@ -73,7 +73,7 @@ class _Slot:
             self.owner._failed(self, err)
 
 
-class PipelinedProducer:
+class PipelinedProducer(SendPump):
     """Up to ``in_flight`` sends outstanding on one producer instance at a time.
 
     ``record(op)`` appends a history op (the runner's recorder: it adds index

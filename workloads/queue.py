@@ -43,7 +43,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from workloads.classify import classify_delivery_error, error_name
-from workloads.client import (FAIL, INFO, OK, ClientContext, Op, completion, consumer_settings,
+from workloads.client import (FAIL, INFO, OK, Client, ClientContext, Op, completion, consumer_settings,
                             producer_settings)
 
 log = logging.getLogger(__name__)
@@ -154,7 +154,7 @@ def close_consumer(consumer: Consumer) -> None:
         log.debug("closing consumer: %s", exc)
 
 
-class QueueClient:
+class QueueClient(Client):
     """One logical process: a producer (made on the first send) and a consumer
     (made on the first assign/subscribe/poll), reused for every op."""
 

@@ -59,7 +59,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from history.ops import POLL, READ_COMMITTED, SEND
 from workloads.classify import error_name
-from workloads.client import FAIL, INFO, OK, ClientContext, Op, completion, consumer_settings, producer_settings
+from workloads.client import (FAIL, INFO, OK, Client, ClientContext, Op, completion, consumer_settings,
+                              producer_settings)
 from workloads.queue import abandon_producer, close_consumer, encode_value, errors_text, shape_poll
 
 log = logging.getLogger(__name__)
@@ -148,7 +149,7 @@ class _Broken(Exception):
     """The producer hit a fatal error; the message says where."""
 
 
-class TxnClient:
+class TxnClient(Client):
     """One logical process of the transactions workload (module docstring)."""
 
     def __init__(self, txn_id: str, send_offsets: bool = False) -> None:

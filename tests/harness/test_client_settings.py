@@ -3,8 +3,10 @@ is loaded: a typo costs one line naming the key and exit 64, before any cluster.
 import subprocess
 import sys
 
+import confluent_kafka
 import pytest
 
+import workloads.client
 from harness.run_config import RunConfig, load, validate
 from harness.suite_config import expand, parse
 from infra.errors import UsageError
@@ -49,8 +51,6 @@ def test_good_settings_pass_and_aliases_replace_defaults():
 def test_check_settings_raises_value_error_and_stays_offline(monkeypatch):
     """The clients the check builds have no broker to talk to, and every one is
     closed (consumers) or dropped (producers) without a poll."""
-    import confluent_kafka
-
     built = []
 
     def recording(cls):
@@ -58,8 +58,8 @@ def test_check_settings_raises_value_error_and_stays_offline(monkeypatch):
             built.append((cls.__name__, dict(conf)))
             return cls(conf)
         return make
-    monkeypatch.setattr(confluent_kafka, "Producer", recording(confluent_kafka.Producer))
-    monkeypatch.setattr(confluent_kafka, "Consumer", recording(confluent_kafka.Consumer))
+    monkeypatch.setattr(workloads.client, "Producer", recording(confluent_kafka.Producer))
+    monkeypatch.setattr(workloads.client, "Consumer", recording(confluent_kafka.Consumer))
     ctx = ClientContext(bootstrap="127.0.0.1:9", topic="t", partitions=3, producer_config={"acks": "sometimes"})
     with pytest.raises(ValueError, match=r"^producer\.acks: "):
         check_settings(ctx)

@@ -9,7 +9,8 @@ import pytest
 from confluent_kafka import KafkaError
 
 from harness import schedule
-from harness.run_config import RunConfig, WorkloadConfig, load, offline_client_context, run_group_id, validate
+from harness.client_config import offline_client_context, run_group_id
+from harness.run_config import RunConfig, WorkloadConfig, load, validate
 from tests.harness.config_refusals import refused_by_cli, refused_by_validate
 from workloads.client import consumer_settings
 from workloads.group import commit_outcome, generation_of

@@ -1,4 +1,4 @@
-"""The runner's Recorder takes a pipelined producer's sends as rows
+"""The Recorder (history/recorder.py) takes a pipelined producer's sends as rows
 (``append_sends``) or as ops (``append_many``): the history lines, counts,
 outstanding invocations and acknowledged offsets are the same either way."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from history.writer import HistoryWriter
-from harness.runner import Recorder
+from history.recorder import Recorder
 from history.writer import send_op
 
 

@@ -117,7 +117,7 @@ def test_good_transaction_settings_pass():
 
 
 def test_transaction_timeout_is_short_but_never_below_the_message_timeout():
-    from harness.run_config import offline_client_context
+    from harness.client_config import offline_client_context
     from workloads.txn import TRANSACTION_TIMEOUT_MS, transactional_id, txn_producer_settings
     ctx = offline_client_context(txn_cfg(1))
     conf = txn_producer_settings(ctx, transactional_id(1, 2))

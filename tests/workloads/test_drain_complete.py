@@ -9,7 +9,7 @@ import pytest
 
 from history.ops import read_history
 from history.writer import HistoryWriter
-from harness.runner import Recorder
+from history.recorder import Recorder
 from workloads import ClientContext, QueueClient
 from workloads.drain import WatermarkProbe, drain, wait_for_drain
 

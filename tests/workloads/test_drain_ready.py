@@ -104,7 +104,7 @@ def test_wait_of_zero_checks_once_and_metadata_errors_are_reasons_not_crashes():
 
 def test_recorder_tracks_the_highest_acknowledged_offset_per_partition(tmp_path):
     from history.writer import HistoryWriter
-    from harness.runner import Recorder
+    from history.recorder import Recorder
     rec = Recorder(HistoryWriter(tmp_path / "h.jsonl"))
     try:
         rec.append({"process": 0, "type": "invoke", "f": "send", "value": [[0, 1, None], [1, 1, None]]})

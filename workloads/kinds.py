@@ -1,0 +1,169 @@
+"""Workload kinds: what a run's workers do, one registry entry per kind.
+
+Like the fault packages (nemesis/packages.py), each kind says in one place
+everything the runner needs, so the runner asks ``kind_of(cfg.workload)`` and
+never which kind it runs (docs/design.md, "Extending kchaos"):
+
+* ``claims``: the ``[workload]`` fields and values that choose it. Exactly
+  one kind claims each config ``harness/run_config.validate`` accepts.
+* ``make_client``: the client (workloads/client.py ``Client``) a worker opens
+  for each of its processes.
+* ``ops``: the op stream each worker walks (workloads/op_streams.py); its first
+  op sets the consumer up. How an op is decorated in the history is the
+  stream's (``PlannedOp.invoke_fields``: abort, async) and the client's
+  (``Client.op_fields``: group, isolation; ``take_events``: rebalances).
+* ``make_pump``: when set, the schedule's sends go to this sender
+  (``SendPump``), one message each and as fast as it takes them, and the
+  worker's op loop skips them.
+* ``set_up``: a step before the workload's clock starts, given a client
+  context, the seed and the run's logger to say what it did.
+* ``check_settings``: an offline check of the settings, beyond the producer's
+  and consumer's, that the kind's clients use (raises ValueError, one line).
+* ``checks``: the anomaly types (checkers/result.py) its histories can show;
+  config.json records them with the kind's name (``stored``). They say what
+  a report may expect: the checkers run every check whatever the kind.
+
+A new kind is one more entry in ``KINDS`` plus its client module.
+"""
+from __future__ import annotations
+
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Mapping
+
+from history.writer import SendRow
+from workloads.client import Client, ClientContext, SendPump
+from workloads.group import GroupClient
+from workloads.op_streams import PlannedOp, StreamSpec, assign_op, queue_ops, subscribe_op, txn_ops
+from workloads.pipelined import PipelinedProducer
+from workloads.queue import QueueClient
+from workloads.txn import TxnClient, check_txn_settings, transactional_id, wait_for_coordinator
+
+# Anomaly types by what a history needs for them (docs/design.md, "What the checkers decide").
+ELECTION_CHECKS = ("unclean-election", "elr-election")
+# Any acknowledged write and any read: plain sends' and committed txns' alike; poll chains
+# include the final drain's.
+READ_CHECKS = ("inconsistent-offset", "duplicate", "nonlinearizable-offset", "nonmonotonic-send",
+               "nonmonotonic-poll", "poll-skip", "unseen")
+SEND_CHECKS = ("lost-write", "phantom-write")                  # plain sends
+GROUP_CHECKS = ("commit-backwards", "lost-consumption", "redelivery")   # group members' commits
+TXN_CHECKS = ("aborted-read", "precommitted-read", "torn-transaction", "lost-txn-write", "int-poll-skip",
+              "int-nonmonotonic-poll", "int-nonmonotonic-send", "int-send-skip", "G0", "G0-process",
+              "G0-realtime", "G1c", "G1c-process", "G1c-realtime")
+
+
+@dataclass(frozen=True)
+class PumpHooks:
+    """What a ``SendPump`` records through and draws its names from (the runner's)."""
+
+    record: Callable[[dict], Any]
+    record_many: Callable[[list[dict]], Any]
+    record_sends: Callable[[list[SendRow], str | None], Any]
+    new_process: Callable[[], int]
+    new_name: Callable[[], str]
+
+
+@dataclass(frozen=True)
+class WorkloadKind:
+    """One kind of workload (the module docstring says what each field means)."""
+
+    name: str
+    summary: str
+    claims: Mapping[str, Any]
+    make_client: Callable[[Any, int, int], Client]          # (workload, seed, worker)
+    ops: Callable[[StreamSpec, random.Random], Iterator[PlannedOp]]
+    checks: tuple[str, ...]
+    make_pump: Callable[[ClientContext, Any, PumpHooks], SendPump] | None = None   # (ctx, workload, hooks)
+    set_up: Callable[[ClientContext, int, logging.Logger], None] | None = None    # (ctx, seed, run log)
+    check_settings: Callable[[ClientContext], None] | None = None
+
+    def claims_config(self, workload: Any) -> bool:
+        return all(getattr(workload, key) == value for key, value in self.claims.items())
+
+    def stored(self) -> dict[str, Any]:
+        """The kind as config.json records it (``workload_kind``)."""
+        return {"name": self.name, "summary": self.summary, "checks": list(self.checks)}
+
+
+def _stream(setup: Callable[[StreamSpec, random.Random], PlannedOp],
+            body: Callable[[StreamSpec, random.Random], Iterator[PlannedOp]]):
+    """The setup op, then the body, both drawn from the one RNG in that order."""
+    def ops(spec: StreamSpec, rng: random.Random) -> Iterator[PlannedOp]:
+        yield setup(spec, rng)
+        yield from body(spec, rng)
+    return ops
+
+
+def _batches(spec: StreamSpec, rng: random.Random) -> Iterator[PlannedOp]:
+    return queue_ops(spec, rng, one_message=False)
+
+
+def _single_messages(spec: StreamSpec, rng: random.Random) -> Iterator[PlannedOp]:
+    return queue_ops(spec, rng, one_message=True)
+
+
+def _pipelined_producer(ctx: ClientContext, workload: Any, hooks: PumpHooks) -> SendPump:
+    return PipelinedProducer(ctx, workload.in_flight, hooks.record, hooks.new_process, hooks.new_name,
+                             record_many=hooks.record_many, record_sends=hooks.record_sends)
+
+
+def _wait_for_coordinator(ctx: ClientContext, seed: int, log: logging.Logger) -> None:
+    """The transaction coordinator answers before the clock starts (workloads/txn.py)."""
+    try:
+        log.info("transaction coordinator ready after %.1f s", wait_for_coordinator(ctx, seed))
+    except Exception as exc:  # the workload's own txns will say what fails
+        log.warning("transaction coordinator not ready after 60 s: %s", exc)
+
+
+_QUEUE = {"name": "queue", "transactions": False}
+
+KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (
+    WorkloadKind(
+        "assign", "a producer and an assigned consumer per process (workloads/queue.py)",
+        {**_QUEUE, "mode": "assign", "producer": "batch"},
+        lambda w, seed, worker: QueueClient(), _stream(assign_op, _batches),
+        READ_CHECKS + SEND_CHECKS + ELECTION_CHECKS),
+    WorkloadKind(
+        "group", "consumer-group members that subscribe, commit and rebalance (workloads/group.py)",
+        {**_QUEUE, "mode": "subscribe", "producer": "batch"},
+        lambda w, seed, worker: GroupClient(), _stream(subscribe_op, _batches),
+        READ_CHECKS + SEND_CHECKS + GROUP_CHECKS + ELECTION_CHECKS),
+    WorkloadKind(
+        "pipelined", "pipelined producers' one-message sends, assigned consumers' polls (workloads/pipelined.py)",
+        {**_QUEUE, "mode": "assign", "producer": "pipelined"},
+        lambda w, seed, worker: QueueClient(), _stream(assign_op, _single_messages),
+        READ_CHECKS + SEND_CHECKS + ELECTION_CHECKS, make_pump=_pipelined_producer),
+    WorkloadKind(
+        "pipelined-group", "pipelined producers' one-message sends, group members' polls and commits",
+        {**_QUEUE, "mode": "subscribe", "producer": "pipelined"},
+        lambda w, seed, worker: GroupClient(), _stream(subscribe_op, _single_messages),
+        READ_CHECKS + SEND_CHECKS + GROUP_CHECKS + ELECTION_CHECKS, make_pump=_pipelined_producer),
+    WorkloadKind(
+        "transactions", "transactions of sends and polls, one transactional id per worker (workloads/txn.py)",
+        {"name": "queue", "transactions": True, "mode": "assign", "producer": "batch"},
+        lambda w, seed, worker: TxnClient(transactional_id(seed, worker), w.txn_send_offsets),
+        _stream(assign_op, txn_ops), READ_CHECKS + TXN_CHECKS + ELECTION_CHECKS,
+        set_up=_wait_for_coordinator, check_settings=check_txn_settings),
+)}
+
+def claimants(workload: Any) -> list[WorkloadKind]:
+    """Every kind that claims ``workload`` (the run config's [workload] table)."""
+    return [kind for kind in KINDS.values() if kind.claims_config(workload)]
+
+
+def kind_of(workload: Any) -> WorkloadKind:
+    """The one kind that claims ``workload``; ValueError naming the fields when none or several do."""
+    found = claimants(workload)
+    if len(found) == 1:
+        return found[0]
+    keys = dict.fromkeys(key for kind in KINDS.values() for key in kind.claims)
+    fields = ", ".join(f"{key} = {getattr(workload, key, None)!r}" for key in keys)
+    if not found:
+        raise ValueError(f"no workload kind runs [workload] {fields}; kinds: {', '.join(KINDS)}")
+    raise ValueError(f"[workload] {fields} is claimed by {', '.join(k.name for k in found)}")
+
+
+def workload_names() -> tuple[str, ...]:
+    """The values ``[workload] name`` may take: those some kind claims."""
+    return tuple(dict.fromkeys(str(kind.claims["name"]) for kind in KINDS.values() if "name" in kind.claims))
