@@ -18,7 +18,8 @@ from history.ops import HistoryFormatError, header, read_history
 from history.parquet import history_to_parquet, parquet_is_current
 from history.paired import PARQUET_SCHEMA, pair_ops
 from chk_builder import History
-from chk_gen import Params, inject, params, simulate
+from chk_gen import Params, params, simulate
+from chk_gen_inject import inject
 
 ANOMALIES = ["lost-write", "duplicate", "inconsistent-offset", "phantom-write", "poll-skip", "nonmonotonic-send"]
 

@@ -13,7 +13,8 @@ from checkers.common import Settings, client_allowances
 from checkers.elections import attribute
 from checkers.kafka_record import (Replica, RunRecords, Settlement, elections, fold_changes, load_records, presence,
                                    txn_outcome)
-from chk_gen import Params, W0, inject_run, simulate_run
+from chk_gen import Params, W0, simulate_run
+from chk_gen_inject import inject_run
 
 MS = 1_000_000
 T0 = W0 // MS      # wall ms at history time 0

@@ -34,8 +34,8 @@ from checkers.common import UNKNOWN_TYPES, Settings, assemble
 from history.parquet import write_parquet
 from history.paired import pair_ops
 from checkers.result import ANOMALY_TYPES
-from chk_gen import (ELSEWHERE, Injected, Params, SimRun, inject, inject_run, params, random_params, simulate,
-                     simulate_run)
+from chk_gen import Params, SimRun, params, random_params, simulate, simulate_run
+from chk_gen_inject import ELSEWHERE, Injected, inject, inject_run
 
 # Spark-vs-reference histories per test run (conftest.py documents it too).
 HYPOTHESIS_EXAMPLES = int(os.environ.get("KCHAOS_HYPOTHESIS_EXAMPLES", "200"))

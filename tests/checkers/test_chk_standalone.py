@@ -22,7 +22,8 @@ import pytest
 
 import checkers
 from checkers.session import _ensure_java
-from chk_gen import Params, inject, simulate
+from chk_gen import Params, simulate
+from chk_gen_inject import inject
 
 pytestmark = [pytest.mark.long, pytest.mark.spark]
 
