@@ -62,8 +62,8 @@ class RunIndex:
         self.drain_counts = {"ops": len(drains), "ok": sum(o.type == "ok" for o in drains)}
         # info txns settled from markers, reads and the drain (settle.py); the checks judge their effective type
         self.settled: dict[int, Settled] = self._settle(recorded, marker)
-        effective = {i: dataclasses.replace(self.by_id[i], type=effective_type("info", s))
-                     for i, s in self.settled.items() if effective_type("info", s) != "info"}
+        effective = {i: dataclasses.replace(self.by_id[i], type=t) for i, s in self.settled.items()
+                     if (t := effective_type("info", s)) != "info"}
         if effective:
             self.ops = [effective.get(o.id, o) for o in recorded]
             self.reads = [dataclasses.replace(m, op=effective[m.op.id]) if m.op.id in effective else m
