@@ -117,7 +117,7 @@ def partition_cmd(topology: str, node: str | None, senders: tuple[str, ...], top
 
     The client-* topologies cut this host (where clients run) from some brokers
     on the client port while the brokers still see each other."""
-    from nemesis.partition import START, PartitionNemesis
+    from nemesis.partition import START_PARTITION, PartitionNemesis
     value: dict[str, Any] = {"topology": topology}
     if topology in ("isolate-leader", "client-cut-leader", "client-only-leader") and not topic:
         raise UsageError(f"--topology {topology} needs --topic (and optionally --partition)")
@@ -133,7 +133,7 @@ def partition_cmd(topology: str, node: str | None, senders: tuple[str, ...], top
     if topology == "one-way" and not node and topic:
         value["target"] = "leader"  # the partition's leader stops hearing from the others
     ctx = _context(name, topic, seed)
-    _report(PartitionNemesis(ctx).invoke({"f": START, "value": value}))
+    _report(PartitionNemesis(ctx).invoke({"f": START_PARTITION, "value": value}))
 
 
 def _process_cmd(f: str, target: str, topic: str | None, partition: int | None, seed: int | None, name: str) -> None:
@@ -226,12 +226,12 @@ def clock_cmd(bump: int | None, strobe: str | None, period: float, duration: flo
 def netem_cmd(delay: float, jitter: float, loss: float, reorder: float, links: str, mechanism: str, target: str,
               topic: str | None, partition: int | None, seed: int | None, name: str) -> None:
     """Slow or lossy links on the targets' links, with tc netem or iptables (removed by `kchaos nemesis heal`)."""
-    from nemesis.netem import START, NetemNemesis, links_of, shape_of
+    from nemesis.netem import START_NETEM, NetemNemesis, links_of, shape_of
     value = {**_target_value(target, topic, partition, seed), "links": links, "delay_ms": delay,
              "jitter_ms": jitter, "loss_pct": loss, "reorder_pct": reorder, "mechanism": mechanism}
     shape_of(value)  # out-of-range parameters: one line, exit 64, before the cluster is looked up
     links_of(value)
-    _report(NetemNemesis(_context(name, topic, seed)).invoke({"f": START, "value": value}))
+    _report(NetemNemesis(_context(name, topic, seed)).invoke({"f": START_NETEM, "value": value}))
 
 
 def _power_value(nodes: str, topic: str | None, partition: int | None, seed: int | None) -> dict[str, Any]:

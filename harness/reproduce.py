@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from history.ops import HEAL, NEMESIS, START, STOP, Op
+from history.ops import ACTION_HEAL, ACTION_START, ACTION_STOP, NEMESIS, Op
 from history.fault_intervals import affected_nodes, nemesis_ops
 
 DEFAULT_TIME_TOLERANCE_S = 5.0
@@ -114,13 +114,13 @@ def executed_faults(ops: Iterable[Op]) -> list[FaultStep]:
         if ev.action is None:
             continue
         label, fixed = planned_target(ev.value)
-        if ev.action == START:
+        if ev.action == ACTION_START:
             fixed = True if fixed is None else fixed
             active[ev.fault] = fixed
-        elif ev.action == STOP:
+        elif ev.action == ACTION_STOP:
             inherited = active.pop(ev.fault, True)
             fixed = inherited if fixed is None else fixed and inherited
-        elif ev.action == HEAL:
+        elif ev.action == ACTION_HEAL:
             ended = [active.pop(k) for k in list(active) if ev.fault is None or k == ev.fault]
             fixed = all(ended) and fixed is not False
         nodes = affected_nodes(ev.value)

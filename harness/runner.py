@@ -25,7 +25,7 @@ from typing import Any, Callable
 from harness import schedule
 from harness.run_cluster import ClusterHandle, cluster_up, mark_kept, sweep_dead_runs
 from harness.run_config import RunConfig, run_group_id
-from history.ops import INFO, INVOKE, NEMESIS, OK, SAMPLER, SEND, START, TXN, acknowledged_offsets
+from history.ops import ACTION_START, INFO, INVOKE, NEMESIS, OK, SAMPLER, SEND, TXN, acknowledged_offsets
 from history.fault_intervals import FaultTracker, NemesisOp
 from history.writer import HistoryWriter
 from harness.progress import RunListener, as_listener, fault_line
@@ -558,7 +558,7 @@ class Runner:
         # A stop or heal of a fault that was not in effect (the final phase heals
         # every kind) is no news to the console; the history has it anyway.
         healed_something = event.fault in active if event.fault else bool(active)
-        if (event.action == START or event.action is not None and healed_something
+        if (event.action == ACTION_START or event.action is not None and healed_something
                 or isinstance(event.value, dict) and event.value.get("error")):
             self.events.fault(fault_line(event))
         return recorded

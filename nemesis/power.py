@@ -20,7 +20,7 @@ from typing import Any, Callable
 from broker.cluster import KafkaCluster
 from broker.config import CONFIG_PATH
 from broker.unsynced_data import LONG_MAX, FlushPolicy, power_cut, preflight_script
-from history.ops import START as START_ACTION, STOP as STOP_ACTION
+from history.ops import ACTION_START, ACTION_STOP
 from infra.errors import UsageError
 
 from nemesis.protocol import NemesisContext, Op, completed, each, node_names, op_rng, resolve_nodes
@@ -179,7 +179,7 @@ class PowerLossNemesis:
             self.off -= set(started)
             out["restarted"] = sort_nodes(started)
             errors = {**errors, **{n: f"restart: {e}" for n, e in rerrors.items()}}
-        return completed(op, out, errors, action=START_ACTION)
+        return completed(op, out, errors, action=ACTION_START)
 
     def _on(self, op: Op, value: dict[str, Any]) -> Op:
         cluster = self.ctx.cluster
@@ -194,7 +194,7 @@ class PowerLossNemesis:
                "restarted": sort_nodes([n for n, did in started.items() if did] + list(errors))}
         if value.get("target"):
             out["target"] = value["target"]
-        return completed(op, out, errors, action=STOP_ACTION)
+        return completed(op, out, errors, action=ACTION_STOP)
 
     def teardown(self) -> None:
         if self.ctx is not None:

@@ -165,15 +165,15 @@ def unclean_election_cycle(rng: random.Random, hold_s: float = 5.0) -> list[tupl
     k = rng.randrange(INDEX_RANGE)
     target = {"target": "leader", "partition_index": k}
     return [
-        (0.0, {"f": partition.START, "value": {"fault": "partition", "topology": "one-way", **target,
+        (0.0, {"f": partition.START_PARTITION, "value": {"fault": "partition", "topology": "one-way", **target,
                                                "ports": [9092]}}),
         (0.1, {"f": AWAIT_ISR_SHRINK, "value": {"scenario": "unclean-election", "partition_index": k,
                                                 "hold_s": hold_s, "timeout_s": 90}}),
         (0.2, {"f": process.KILL, "value": {"fault": "kill", **target}}),
         (0.3, {"f": AWAIT_NEW_LEADER, "value": {"scenario": "unclean-election", "partition_index": k,
                                                 "timeout_s": 60}}),
-        (5.0, {"f": partition.STOP, "value": {"fault": "partition"}}),
-        (5.1, {"f": process.START, "value": {"fault": "kill", "target": "all"}}),
+        (5.0, {"f": partition.STOP_PARTITION, "value": {"fault": "partition"}}),
+        (5.1, {"f": process.RESTART, "value": {"fault": "kill", "target": "all"}}),
     ]
 
 
@@ -183,24 +183,24 @@ def elr_election_cycle(rng: random.Random, hold_s: float = 0.0) -> list[tuple[fl
     k = rng.randrange(INDEX_RANGE)
     target = {"target": "leader", "partition_index": k}
     return [
-        (0.0, {"f": partition.START, "value": {"fault": "partition", "topology": "one-way", **target,
+        (0.0, {"f": partition.START_PARTITION, "value": {"fault": "partition", "topology": "one-way", **target,
                                                "ports": [9092]}}),
         (0.1, {"f": AWAIT_ISR_SHRINK, "value": {"scenario": "elr-election", "partition_index": k, "elr": True,
                                                 "hold_s": hold_s, "timeout_s": 90}}),
         (0.2, {"f": process.KILL, "value": {"fault": "kill", **target}}),
         (0.3, {"f": AWAIT_NEW_LEADER, "value": {"scenario": "elr-election", "partition_index": k,
                                                 "timeout_s": 60}}),
-        (5.0, {"f": partition.STOP, "value": {"fault": "partition"}}),
-        (5.1, {"f": process.START, "value": {"fault": "kill", "target": "all"}}),
+        (5.0, {"f": partition.STOP_PARTITION, "value": {"fault": "partition"}}),
+        (5.1, {"f": process.RESTART, "value": {"fault": "kill", "target": "all"}}),
     ]
 
 
 def isolated_leader_cycle(rng: random.Random, hold_s: float = 20.0) -> list[tuple[float, Op]]:
     k = rng.randrange(INDEX_RANGE)
     return [
-        (0.0, {"f": partition.START, "value": {"fault": "partition", "topology": "isolate-leader",
+        (0.0, {"f": partition.START_PARTITION, "value": {"fault": "partition", "topology": "isolate-leader",
                                                "partition_index": k}}),
-        (hold_s, {"f": partition.STOP, "value": {"fault": "partition"}}),
+        (hold_s, {"f": partition.STOP_PARTITION, "value": {"fault": "partition"}}),
     ]
 
 
