@@ -179,7 +179,7 @@ HEAL_ORDER = ("partition", "netem", "pause", "clock", "kill", "power-loss")
 def build_packages(names: Iterable[str]) -> list[FaultPackage]:
     """Packages by name: each entry may hold several, comma separated;
     ``all`` is every package, ``none`` none. Order of first mention, no repeats."""
-    from nemesis.scenarios import SCENARIOS
+    from nemesis.scenarios import SCENARIOS     # here: scenarios imports this module (its PACKAGES) at the top
     out: list = []
     valid = ", ".join([*PACKAGES, "all", "none", *BY_NAME_ONLY, *SCENARIOS])
     for entry in names:

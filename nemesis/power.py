@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 
 POWER_LOSS, POWER_ON = "power-loss", "power-on"
 FAULT = "power-loss"
-TARGETS = ("random", "leader", "controller", "minority", "majority", "all")
+POWER_TARGETS = ("random", "leader", "controller", "minority", "majority", "all")
 
 
 def resolve_power_targets(ctx: NemesisContext, value: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
@@ -66,6 +66,7 @@ def _long(text: Any) -> int:
 
 def topic_flush_policies(cluster: KafkaCluster, timeout_s: float = 10.0) -> dict[str, FlushPolicy]:
     """Every topic's effective ``flush.messages`` and ``flush.ms``, from the brokers."""
+    # here, as in broker.cluster: `kchaos --help` imports this module, and confluent_kafka need not load for it
     from confluent_kafka.admin import ConfigResource, ResourceType
     admin = cluster.admin(timeout_s)
     topics = list(admin.list_topics(timeout=timeout_s).topics)
