@@ -109,7 +109,7 @@ def _draw_pause(rng: random.Random, t: float, time_limit_s: float) -> Op:
 
 def _draw_client_cut_leader(rng: random.Random, t: float, time_limit_s: float) -> Op:
     return {"f": partition.START_PARTITION, "value": {"fault": "partition", "topology": "client-cut-leader",
-                                            "partition_index": rng.randrange(INDEX_RANGE)}}
+                                                      "partition_index": rng.randrange(INDEX_RANGE)}}
 
 
 def _draw_power(rng: random.Random, t: float, time_limit_s: float) -> Op:
@@ -145,8 +145,8 @@ def _draw_clock(rng: random.Random, t: float, time_limit_s: float) -> Op:
 
 PACKAGES: dict[str, FaultPackage] = {
     "partition": FaultPackage(
-        "partition", "#e8590c", (partition.START_PARTITION,), partition.STOP_PARTITION, partition.PartitionNemesis, _draw_partition,
-        ({"f": partition.STOP_PARTITION, "value": {"fault": "partition"}},)),
+        "partition", "#e8590c", (partition.START_PARTITION,), partition.STOP_PARTITION, partition.PartitionNemesis,
+        _draw_partition, ({"f": partition.STOP_PARTITION, "value": {"fault": "partition"}},)),
     "kill": FaultPackage(
         "kill", "#c2255c", (process.KILL,), process.RESTART, process.KillNemesis, _draw_kill,
         ({"f": process.RESTART, "value": {"fault": "kill", "target": "all"}},)),
@@ -163,8 +163,9 @@ PACKAGES: dict[str, FaultPackage] = {
 # Packages chosen by name only, not part of ``all`` (they share ops with one above).
 BY_NAME_ONLY: dict[str, FaultPackage] = {
     "client-cut-leader": FaultPackage(
-        "client-cut-leader", "#d6336c", (partition.START_PARTITION,), partition.STOP_PARTITION, partition.PartitionNemesis,
-        _draw_client_cut_leader, ({"f": partition.STOP_PARTITION, "value": {"fault": "partition"}},)),
+        "client-cut-leader", "#d6336c", (partition.START_PARTITION,), partition.STOP_PARTITION,
+        partition.PartitionNemesis, _draw_client_cut_leader,
+        ({"f": partition.STOP_PARTITION, "value": {"fault": "partition"}},)),
     # Loses what Kafka never fsynced (acknowledged writes too, on default flush
     # settings): a finding of its own, so never in the default mix.
     "power-loss": FaultPackage(

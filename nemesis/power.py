@@ -24,7 +24,7 @@ from history.ops import ACTION_START, ACTION_STOP
 from infra.errors import UsageError
 
 from nemesis.protocol import NemesisContext, Op, completed, each, node_names, op_rng, resolve_nodes
-from nemesis.process import ensure_running
+from nemesis.process import ensure_running, restart_down
 from nemesis.topology import sort_nodes
 
 log = logging.getLogger(__name__)
@@ -183,18 +183,7 @@ class PowerLossNemesis:
         return completed(op, out, errors, action=ACTION_START)
 
     def _on(self, op: Op, value: dict[str, Any]) -> Op:
-        cluster = self.ctx.cluster
-        wanted = set(self.off)
-        if value.get("target") == "all":
-            wanted |= set(node_names(cluster))
-        if value.get("nodes"):
-            wanted |= set(value["nodes"])
-        started, errors = each(lambda n: ensure_running(cluster, n, self.restart_timeout_s), sort_nodes(wanted))
-        self.off -= set(started)
-        out = {"fault": FAULT, "nodes": sort_nodes(wanted),
-               "restarted": sort_nodes([n for n, did in started.items() if did] + list(errors))}
-        if value.get("target"):
-            out["target"] = value["target"]
+        out, errors = restart_down(self.ctx.cluster, self.off, value, FAULT, self.restart_timeout_s)
         return completed(op, out, errors, action=ACTION_STOP)
 
     def teardown(self) -> None:

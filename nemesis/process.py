@@ -40,6 +40,26 @@ def ensure_running(cluster: KafkaCluster, name: str, timeout_s: float = 90.0) ->
     return True
 
 
+def restart_down(cluster: KafkaCluster, down: set[str], value: dict[str, Any], fault: str,
+                 timeout_s: float) -> tuple[dict[str, Any], dict[str, str]]:
+    """Heal a fault that took brokers down (kill, power loss): start again those
+    in ``down`` (plus every node with ``target`` "all", and ``nodes``), each
+    waited for; those started leave ``down``. The completion's value (the nodes
+    healed, those that had to be started) and the errors."""
+    wanted = set(down)
+    if value.get("target") == "all":
+        wanted |= set(node_names(cluster))
+    if value.get("nodes"):
+        wanted |= set(value["nodes"])
+    started, errors = each(lambda n: ensure_running(cluster, n, timeout_s), sort_nodes(wanted))
+    down.difference_update(started)
+    out = {"fault": fault, "nodes": sort_nodes(wanted),
+           "restarted": sort_nodes([n for n, did in started.items() if did] + list(errors))}
+    if value.get("target"):
+        out["target"] = value["target"]
+    return out, errors
+
+
 def stop_start(cluster: KafkaCluster, name: str, timeout_s: float = 90.0) -> None:
     """A clean restart (SIGTERM, then start): fresh JVM timers, e.g. after a clock
     was set back (Kafka's timers run on wall time and stall when it goes back)."""
@@ -88,18 +108,7 @@ class KillNemesis:
         raise ValueError(f"KillNemesis cannot do {op['f']!r}")
 
     def _start(self, op: Op, value: dict[str, Any]) -> Op:
-        cluster = self.ctx.cluster
-        wanted = set(self.killed)
-        if value.get("target") == "all":
-            wanted |= set(node_names(cluster))
-        if value.get("nodes"):
-            wanted |= set(value["nodes"])
-        started, errors = each(lambda n: ensure_running(cluster, n, self.restart_timeout_s), sort_nodes(wanted))
-        dead = sort_nodes([n for n, did in started.items() if did] + list(errors))
-        self.killed -= set(started)
-        out = {"fault": KILL, "nodes": sort_nodes(wanted), "restarted": dead}
-        if value.get("target"):
-            out["target"] = value["target"]
+        out, errors = restart_down(self.ctx.cluster, self.killed, value, KILL, self.restart_timeout_s)
         return completed(op, out, errors, action=ACTION_STOP)
 
     def teardown(self) -> None:
