@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from harness.run_config import load, validate  # noqa: E402
-from history.ops import START, read_history  # noqa: E402
+from history.ops import ACTION_START, read_history  # noqa: E402
 from history.fault_intervals import nemesis_ops  # noqa: E402
 from history.parquet import read_paired_ops  # noqa: E402
 from checkers.reference import RunIndex, lost_messages  # noqa: E402
@@ -52,7 +52,7 @@ def first_fault_to_first_loss(run_dir: Path, results: dict[str, Any]) -> float |
     lost, _ = lost_messages(RunIndex(ops))
     first_loss = min((m.op.time for m in lost if m.op.time is not None), default=None)
     first_fault = next((ev.invoke_time for ev in nemesis_ops(read_history(run_dir / "history.jsonl"))
-                        if ev.action == START), None)
+                        if ev.action == ACTION_START), None)
     if first_fault is None or first_loss is None:
         return None
     return (first_loss - first_fault) / 1e9

@@ -25,6 +25,7 @@ import checkers  # noqa: E402
 from history.ops import history_header  # noqa: E402
 from history.parquet import parquet_is_current  # noqa: E402
 from checkers.kafka_record import load_records  # noqa: E402
+from checkers.session import new_session, stop_session  # noqa: E402
 
 
 def runs(paths: list[Path]) -> list[Path]:
@@ -39,7 +40,6 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("paths", type=Path, nargs="+")
     args = ap.parse_args()
-    from checkers.session import new_session, stop_session
     found = runs(args.paths)
     if not found:
         print("no history.jsonl under " + " ".join(map(str, args.paths)), file=sys.stderr)

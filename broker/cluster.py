@@ -183,6 +183,7 @@ class KafkaCluster:
 
     # -- admin API -----------------------------------------------------------
     def admin(self, timeout_s: float = 5.0):
+        # confluent_kafka is imported where a client is made: `kchaos --help` imports this module
         from confluent_kafka.admin import AdminClient
         return AdminClient({"bootstrap.servers": self.bootstrap(), "socket.timeout.ms": int(timeout_s * 1000),
                             "socket.connection.setup.timeout.ms": int(timeout_s * 1000),
@@ -194,7 +195,7 @@ class KafkaCluster:
 
     def create_topic(self, topic: str, partitions: int, replication_factor: int,
                      config: dict[str, str] | None = None, timeout_s: float = 60.0) -> None:
-        from confluent_kafka.admin import NewTopic
+        from confluent_kafka.admin import NewTopic        # (see admin)
         if replication_factor > len(self.nodes):
             raise UsageError(f"replication factor {replication_factor} is above the node count {len(self.nodes)}")
         new = NewTopic(topic, partitions, replication_factor,
@@ -250,7 +251,7 @@ class KafkaCluster:
         keeps its answer only if it came over that bootstrap connection
         (``orig_broker_id`` -1) or from the controller itself.
         """
-        from confluent_kafka.admin import AdminClient
+        from confluent_kafka.admin import AdminClient     # (see admin)
         for _ in range(attempts):
             admin = AdminClient({"bootstrap.servers": f"{self.node(controller).address}:{BROKER_PORT}",
                                  "socket.timeout.ms": 3000, "log_level": 0, "logger": _quiet_logger()})

@@ -29,8 +29,12 @@ import threading
 from pathlib import Path
 from typing import Any, Mapping
 
+from py4j.java_gateway import GatewayParameters, JavaGateway, get_field, launch_gateway
+from py4j.protocol import Py4JJavaError
+
 from broker.config import property_value
 from infra.distribution import cache_root, resolve_kafka
+from infra.errors import KchaosError
 from infra.kafka_versions import features
 
 BROKER_DEFS = "kafka.server.KafkaConfig"                      # configDef(): every broker setting
@@ -44,7 +48,6 @@ _answers: dict[tuple, str | None] = {}
 def toml_key(table: str, key: str) -> str:
     """``broker."num.io.threads"``: the key as a TOML dotted key (no brackets,
     which a rich console would take for markup)."""
-    import re
     return f"{table}.{key}" if re.fullmatch(r"[A-Za-z0-9_-]+", key) else f'{table}."{key}"'
 
 
@@ -104,11 +107,6 @@ def _version_key(version: str) -> tuple:
 def _ask_kafka(kafka_version: str, tables: dict[str, tuple[tuple[str, str], ...]]) -> str | None:
     if not any(tables.values()):
         return None
-    from py4j.java_gateway import GatewayParameters, JavaGateway, get_field, launch_gateway
-    from py4j.protocol import Py4JJavaError
-
-    from infra.errors import KchaosError
-
     lib, used = _jars(kafka_version)
     note = "" if used == kafka_version else f" (checked with Kafka {used}'s definitions: {kafka_version} is not fetched yet)"
     classpath = os.pathsep.join(sorted(glob.glob(str(lib / "*.jar"))))

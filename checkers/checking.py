@@ -29,10 +29,13 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+import pyarrow.parquet as pq
+
 from history.ops import HistoryFormatError, history_header
 from history.paired import PairedOp
 from history.parquet import history_to_parquet, is_parquet, iter_parquet_rows, parquet_is_current, read_paired_ops
 
+from . import reference, session
 from .common import RunFindings, Settings, assemble, crashed
 from .kafka_record import RunRecords, load_records
 from .result import CheckResult
@@ -51,7 +54,6 @@ def history_ops(source: Path) -> int:
     half its lines (an invoke and a completion per op), counted without parsing."""
     source = Path(source)
     if is_parquet(source):
-        import pyarrow.parquet as pq
         files = sorted(source.rglob("*.parquet")) if source.is_dir() else [source]
         return sum(pq.read_metadata(f).num_rows for f in files)
     n, buf = 0, bytearray(1 << 24)
@@ -92,7 +94,6 @@ def _meta(settings: Settings, t0: float, why: str | None = None,
 
 def _empty(settings: Settings) -> RunFindings:
     """Findings of a history with no ops: nothing found, verdict unknown."""
-    from . import reference
     return reference.analyze([], settings)
 
 
@@ -131,7 +132,6 @@ def _check(source: str | Path, config: dict[str, Any] | None, spark: Any,
         return assemble(f, settings, _meta(settings, t0, why, stages), records)
 
     if settings.engine == "reference":
-        from . import reference
         if parquet_out is not None and not is_parquet(source):
             t1 = time.monotonic()
             history_to_parquet(source, parquet_out)
@@ -158,10 +158,9 @@ def _check(source: str | Path, config: dict[str, Any] | None, spark: Any,
             parquet = parquet_out
             conversion = _Background(history_to_parquet, source, parquet)
         try:
-            from . import spark as spark_engine
-            from .session import analysis_session
+            from . import spark as spark_engine     # here: it loads pyspark, which the reference engine never needs
             t1 = time.monotonic()
-            with analysis_session(settings.spark_master, settings.spark_conf, spark) as sp:
+            with session.analysis_session(settings.spark_master, settings.spark_conf, spark) as sp:
                 stages["start"] = time.monotonic() - t1
                 if conversion is not None:
                     pending, conversion = conversion, None

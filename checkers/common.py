@@ -13,7 +13,7 @@ import bisect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
-from history.ops import SAMPLER, START
+from history.ops import ACTION_START, SAMPLER
 from history.fault_intervals import FaultTracker, NemesisOp
 from history.paired import witness_op
 from .result import ANOMALY_TYPES, DESCRIPTIONS, CheckResult
@@ -193,7 +193,7 @@ class Timeline:
                 ev = NemesisOp(index=r["invoke_index"], invoke_time=r["invoke_time"], time=r["time"],
                                f=r["f"], value=op["value"], error=r["error"])
                 tracker.add(ev)
-                if ev.action == START:
+                if ev.action == ACTION_START:
                     start_ops[r["invoke_index"]] = op
                 else:
                     self.events.append({"time": ev.end_time, "op": op})

@@ -6,7 +6,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from checkers import analyze_run
 from harness.store import write_json
+from reports import render_run
 
 log = logging.getLogger(__name__)
 
@@ -17,7 +19,6 @@ def analyze(run_dir: Path, checker_cfg: dict[str, Any] | None = None) -> Any:
     A crashing checker makes the verdict "unknown" (with its error), never a pass.
     """
     try:
-        from checkers import analyze_run
         result = analyze_run(run_dir, checker_cfg or {})
         verdict = result.valid
     except Exception as exc:
@@ -27,7 +28,6 @@ def analyze(run_dir: Path, checker_cfg: dict[str, Any] | None = None) -> Any:
         write_json(run_dir / "results.json", {"valid": "unknown", "errors": [f"checkers: {exc}"],
                                               "anomalies": {}, "stats": {}, "unclean_elections": []})
     try:
-        from reports import render_run
         render_run(run_dir)
     except Exception as exc:
         log.error("rendering the report failed: %s", exc)

@@ -13,10 +13,14 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from broker.lifecycle import BrokerSettings
 from harness import nemesis_cli, run_cli, suite_cli
 from harness.progress import ConsoleFilter, CurrentStderr
+from harness.run_cluster import clean_all, clean_ssh_hosts, cluster_attach, cluster_down, cluster_up
 from infra.distribution import DEFAULT_KAFKA_VERSION
+from infra.engine import engine_answers
 from infra.errors import KchaosError, UsageError
+from infra.inventory import load_inventory
 
 EXIT_USAGE = 64
 console = Console()
@@ -57,11 +61,8 @@ name_option = click.option("--name", default="default", show_default=True, help=
 def cluster_up_cmd(nodes: int, kafka_version: str, name: str, base_image: str | None, broker_prop: tuple[str, ...],
                    inventory: str | None) -> None:
     """Start a cluster and leave it running (until `kchaos cluster down`)."""
-    from broker.lifecycle import BrokerSettings
-    from harness.run_cluster import cluster_up
     settings = BrokerSettings(properties=parse_props(broker_prop))
     if inventory is not None:
-        from infra.inventory import load_inventory
         nodes = len(load_inventory(inventory))
     with err_console.status(f"bringing up {nodes} Kafka {kafka_version} brokers"):
         handle = cluster_up(name, nodes, kafka_version, base_image, settings, keep=True,
@@ -75,7 +76,6 @@ def cluster_up_cmd(nodes: int, kafka_version: str, name: str, base_image: str | 
 @click.option("--topic", default=None, help="Show only this topic's partitions.")
 def cluster_status_cmd(name: str, topic: str | None) -> None:
     """Brokers, the active controller, and each partition's leader and ISR."""
-    from harness.run_cluster import cluster_attach
     kafka = cluster_attach(name).kafka
     controller = kafka.active_controller()
     try:
@@ -112,7 +112,6 @@ def cluster_status_cmd(name: str, topic: str | None) -> None:
 @name_option
 def cluster_down_cmd(name: str) -> None:
     """Remove the cluster's containers and network."""
-    from harness.run_cluster import cluster_down
     console.print(cluster_down(name))
 
 
@@ -122,16 +121,13 @@ def cluster_down_cmd(name: str) -> None:
               help="Also heal these SSH hosts: kill brokers, remove the KCHAOS chain, reset clocks.")
 def clean_cmd(name: str | None, inventory: str | None) -> None:
     """Remove every container, network and firewall chain kchaos ever made."""
-    from harness.run_cluster import clean_all
     failed = []
     if inventory is not None:
-        from harness.run_cluster import clean_ssh_hosts
-        from infra.engine import _ping
         for node, status in clean_ssh_hosts(inventory).items():
             console.print(f"{node}: {'healed' if status == 'ok' else status}", highlight=False, soft_wrap=True)
             if status != "ok":
                 failed.append(node)
-        if not _ping():  # SSH-only machine: no Docker engine to clean (and none is started for it)
+        if not engine_answers():  # SSH-only machine: no Docker engine to clean (and none is started for it)
             if failed:
                 raise KchaosError(f"could not heal {', '.join(failed)}")
             return

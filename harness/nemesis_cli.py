@@ -8,13 +8,20 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from typing import Any
 
 import click
 
+from harness.run_cluster import cluster_attach
 from infra.errors import KchaosError, UsageError
+from nemesis.clock import BUMP, MIN_STROBE_PERIOD_S, RESET, STROBE, ClockNemesis
+from nemesis.netem import START_NETEM, NetemNemesis, links_of, shape_of
+from nemesis.packages import heal_all
+from nemesis.partition import START_PARTITION, TOPOLOGIES, PartitionNemesis
+from nemesis.power import POWER_LOSS, POWER_TARGETS, PowerLossNemesis
+from nemesis.process import KILL, KillNemesis, PauseNemesis
 from nemesis.protocol import TARGETS, NemesisContext, Op
-from nemesis.partition import TOPOLOGIES
 
 
 class NemesisFailed(KchaosError):
@@ -22,7 +29,6 @@ class NemesisFailed(KchaosError):
 
 
 def _context(name: str, topic: str | None, seed: int | None) -> NemesisContext:
-    from harness.run_cluster import cluster_attach
     return NemesisContext(cluster_attach(name).kafka, topic, random.Random(seed))
 
 
@@ -51,7 +57,6 @@ def _report(op: Op) -> None:
 
 
 def _target_value(target: str, topic: str | None, partition: int | None, seed: int | None) -> dict[str, Any]:
-    import re
     if target not in TARGETS and not re.fullmatch(r"n[0-9]+", target or ""):
         raise UsageError(f"unknown target {target!r}; valid choices: {', '.join(TARGETS)} or a node name (n1, n2, ...)")
     return _target_keys(target, topic, partition, seed, "--target leader")
@@ -117,7 +122,6 @@ def partition_cmd(topology: str, node: str | None, senders: tuple[str, ...], top
 
     The client-* topologies cut this host (where clients run) from some brokers
     on the client port while the brokers still see each other."""
-    from nemesis.partition import START, PartitionNemesis
     value: dict[str, Any] = {"topology": topology}
     if topology in ("isolate-leader", "client-cut-leader", "client-only-leader") and not topic:
         raise UsageError(f"--topology {topology} needs --topic (and optionally --partition)")
@@ -133,11 +137,10 @@ def partition_cmd(topology: str, node: str | None, senders: tuple[str, ...], top
     if topology == "one-way" and not node and topic:
         value["target"] = "leader"  # the partition's leader stops hearing from the others
     ctx = _context(name, topic, seed)
-    _report(PartitionNemesis(ctx).invoke({"f": START, "value": value}))
+    _report(PartitionNemesis(ctx).invoke({"f": START_PARTITION, "value": value}))
 
 
 def _process_cmd(f: str, target: str, topic: str | None, partition: int | None, seed: int | None, name: str) -> None:
-    from nemesis.process import KILL, KillNemesis, PauseNemesis
     value = _target_value(target, topic, partition, seed)
     ctx = _context(name, topic, seed)
     nem = KillNemesis(ctx) if f == KILL else PauseNemesis(ctx)
@@ -181,7 +184,6 @@ def pause_cmd(target: str, topic: str | None, partition: int | None, seed: int |
 def clock_cmd(bump: int | None, strobe: str | None, period: float, duration: float, reset: bool, node: str | None,
               target: str, topic: str | None, partition: int | None, seed: int | None, name: str) -> None:
     """Skew broker clocks through libfaketime (reset by `kchaos nemesis heal`)."""
-    from nemesis.clock import BUMP, RESET, STROBE, ClockNemesis
     if sum(x is not None and x is not False for x in (bump, strobe, reset or None)) != 1:
         raise UsageError("kchaos nemesis clock takes exactly one of --bump SECONDS, --strobe A,B, --reset")
     offsets: list[int] = []
@@ -192,7 +194,6 @@ def clock_cmd(bump: int | None, strobe: str | None, period: float, duration: flo
             offsets = []
         if len(offsets) != 2:
             raise UsageError(f"--strobe takes two offsets A,B in seconds, got {strobe!r}")
-        from nemesis.clock import MIN_STROBE_PERIOD_S
         if period < MIN_STROBE_PERIOD_S or duration <= 0:
             raise UsageError(f"--period must be at least {MIN_STROBE_PERIOD_S}s and --duration positive")
     value = {} if reset else _target_value(node or target, topic, partition, seed)
@@ -226,18 +227,15 @@ def clock_cmd(bump: int | None, strobe: str | None, period: float, duration: flo
 def netem_cmd(delay: float, jitter: float, loss: float, reorder: float, links: str, mechanism: str, target: str,
               topic: str | None, partition: int | None, seed: int | None, name: str) -> None:
     """Slow or lossy links on the targets' links, with tc netem or iptables (removed by `kchaos nemesis heal`)."""
-    from nemesis.netem import START, NetemNemesis, links_of, shape_of
     value = {**_target_value(target, topic, partition, seed), "links": links, "delay_ms": delay,
              "jitter_ms": jitter, "loss_pct": loss, "reorder_pct": reorder, "mechanism": mechanism}
     shape_of(value)  # out-of-range parameters: one line, exit 64, before the cluster is looked up
     links_of(value)
-    _report(NetemNemesis(_context(name, topic, seed)).invoke({"f": START, "value": value}))
+    _report(NetemNemesis(_context(name, topic, seed)).invoke({"f": START_NETEM, "value": value}))
 
 
 def _power_value(nodes: str, topic: str | None, partition: int | None, seed: int | None) -> dict[str, Any]:
     """NODES as a power-loss op value: node names (n1,n2) or one target word."""
-    import re
-    from nemesis.power import TARGETS as POWER_TARGETS
     words = [w.strip() for w in nodes.split(",") if w.strip()]
     if len(words) == 1 and words[0] in POWER_TARGETS:
         return _target_keys(words[0], topic, partition, seed, "power-loss leader")
@@ -261,7 +259,6 @@ def power_loss_cmd(nodes: str, restart: bool, topic: str | None, partition: int 
 
     NODES: node names (n1,n2) or one of random, leader, controller, minority,
     majority, all. Prints per node the offsets each partition log lost."""
-    from nemesis.power import POWER_LOSS, PowerLossNemesis
     value = _power_value(nodes, topic, partition, seed)
     if restart:
         value["restart"] = True
@@ -275,8 +272,6 @@ def power_loss_cmd(nodes: str, restart: bool, topic: str | None, partition: int 
 @name_option
 def heal_cmd(no_restart: bool, restart_skewed: bool, name: str) -> None:
     """Remove the partition chain, netem qdiscs, chains and delayers, reset clocks, resume and restart brokers."""
-    from harness.run_cluster import cluster_attach
-    from nemesis.packages import heal_all
     report = heal_all(cluster_attach(name).kafka, restart_dead=not no_restart, restart_skewed=restart_skewed)
     for node, status in report.items():
         click.echo(f"{node}: {status}")

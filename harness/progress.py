@@ -27,6 +27,8 @@ from rich.live import Live
 from rich.spinner import Spinner
 from rich.text import Text
 
+from infra.errors import UsageError
+
 PHASES = ("image", "cluster", "workload", "final", "checks")
 err_console = Console(stderr=True)
 
@@ -250,7 +252,6 @@ def verbosity_options(f):
 
 
 def verbosity_of(verbose: int, quiet: bool) -> int:
-    from infra.errors import UsageError
     if verbose and quiet:
         raise UsageError("-v and -q exclude each other")
     v = -1 if quiet else min(verbose, 2)

@@ -42,8 +42,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
-from history.ops import HEAL, NEMESIS, START, STOP, Op
+from rich.table import Table
+from rich.text import Text
+
 from history.fault_intervals import affected_nodes, nemesis_ops
+from history.ops import ACTION_HEAL, ACTION_START, ACTION_STOP, NEMESIS, HistoryFormatError, Op, read_history
+from reports.load import anomaly_rows, verdict_of
 
 DEFAULT_TIME_TOLERANCE_S = 5.0
 
@@ -114,13 +118,13 @@ def executed_faults(ops: Iterable[Op]) -> list[FaultStep]:
         if ev.action is None:
             continue
         label, fixed = planned_target(ev.value)
-        if ev.action == START:
+        if ev.action == ACTION_START:
             fixed = True if fixed is None else fixed
             active[ev.fault] = fixed
-        elif ev.action == STOP:
+        elif ev.action == ACTION_STOP:
             inherited = active.pop(ev.fault, True)
             fixed = inherited if fixed is None else fixed and inherited
-        elif ev.action == HEAL:
+        elif ev.action == ACTION_HEAL:
             ended = [active.pop(k) for k in list(active) if ev.fault is None or k == ev.fault]
             fixed = all(ended) and fixed is not False
         nodes = affected_nodes(ev.value)
@@ -132,7 +136,6 @@ def executed_faults(ops: Iterable[Op]) -> list[FaultStep]:
 
 def failing_types(results: dict[str, Any] | None) -> list[str]:
     """Anomaly types with a count above zero that are not allowed, sorted."""
-    from reports.load import anomaly_rows
     return sorted({a.type for a in anomaly_rows(results if isinstance(results, dict) else None) if a.failing})
 
 
@@ -151,14 +154,11 @@ class RunSummary:
     @classmethod
     def of(cls, ops: Iterable[Op], results: dict[str, Any] | None, run_dir: Path | None = None,
            digest: str | None = None, time_limit_s: float | None = None) -> "RunSummary":
-        from reports.load import verdict_of
         return cls(run_dir, executed_faults(ops), failing_types(results), verdict_of(results), digest,
                    time_limit_s=time_limit_s)
 
 
 def load_run(run_dir: Path) -> RunSummary:
-    from history.ops import HistoryFormatError, read_history
-    from reports.load import verdict_of
     run_dir = Path(run_dir)
     try:
         results = json.loads((run_dir / "results.json").read_text(errors="replace"))
@@ -285,9 +285,6 @@ def compare(original: RunSummary, reproduction: RunSummary,
 
 def render(cmp: Comparison, console, title: str) -> None:
     """The side-by-side tables (fault steps, then the outcome) and the differences."""
-    from rich.table import Table
-    from rich.text import Text
-
     def mark(ok: bool, noted: bool = False) -> Text:
         return Text("ok", style="green") if ok and not noted else \
             Text("~", style="yellow") if ok else Text("DIFF", style="bold red")

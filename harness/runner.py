@@ -30,7 +30,7 @@ from harness.run_config import RunConfig, workload_kind
 from harness.store import attach_log_file, new_run_dir, write_json
 from harness.worker_loops import WorkerLoops
 from history.fault_intervals import FaultTracker, NemesisOp
-from history.ops import FAIL, INFO, INVOKE, NEMESIS, OK, POLL, SAMPLER, SEND, START, TXN
+from history.ops import ACTION_START, FAIL, INFO, INVOKE, NEMESIS, OK, POLL, SAMPLER, SEND, TXN
 from history.recorder import Recorder
 from history.writer import HistoryWriter
 from infra.distribution import resolve_kafka
@@ -286,7 +286,7 @@ class Runner:
         # A stop or heal of a fault that was not in effect (the final phase heals
         # every kind) is no news to the console; the history has it anyway.
         healed_something = event.fault in active if event.fault else bool(active)
-        if (event.action == START or event.action is not None and healed_something
+        if (event.action == ACTION_START or event.action is not None and healed_something
                 or isinstance(event.value, dict) and event.value.get("error")):
             self.events.fault(fault_line(event))
         return recorded

@@ -19,8 +19,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+from harness import run_config
+from harness.progress import as_listener
 from harness.run_config import RunConfig
+from harness.runner import Runner
+from harness.store import write_json
 from harness.suite_config import DEFAULT_RUN_OVERHEAD, SUITES_DIR, PlannedRun, Suite
+from infra.errors import UsageError
+from reports import render_run
+from reports.load import anomaly_rows, verdict_of
+from reports.suite_report import is_flaky, load_earlier, write_suite_reports
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +90,6 @@ RunFn = Callable[[RunConfig, Callable[..., None]], Attempt]
 
 
 def default_runner(cfg: RunConfig, progress: Callable[..., None]) -> Attempt:
-    from harness.runner import Runner
     run = Runner(cfg, progress)
     try:
         outcome = run.execute()
@@ -91,7 +98,6 @@ def default_runner(cfg: RunConfig, progress: Callable[..., None]) -> Attempt:
         run_dir = getattr(run, "run_dir", None)
         if run_dir is not None and not (Path(run_dir) / "report.html").exists():
             try:
-                from reports import render_run
                 render_run(run_dir)
             except Exception as render_exc:
                 log.warning("rendering the report of the failed run failed: %s", render_exc)
@@ -130,7 +136,6 @@ def _read_json(path: Path) -> Any:
 
 def run_summary(run_dir: Path) -> dict[str, Any]:
     """What the suite keeps of a stored run: seed, digest, verdict, anomaly counts."""
-    from reports.load import anomaly_rows, verdict_of
     cfg = _read_json(run_dir / "config.json")
     res = _read_json(run_dir / "results.json")
     cfg = cfg if isinstance(cfg, dict) else {}
@@ -198,8 +203,6 @@ class SuiteRun:
                 "runs": self.records}
 
     def _write(self, data: dict[str, Any], earlier: list) -> None:
-        from harness.store import write_json
-        from reports.suite_report import write_suite_reports
         write_json(self.suite_dir / "suite.json", data)
         try:
             write_suite_reports(self.suite_dir, data, earlier)
@@ -207,7 +210,6 @@ class SuiteRun:
             log.error("rendering the suite index failed: %s", exc, exc_info=True)
 
     def execute(self) -> tuple[Path, int]:
-        from reports.suite_report import load_earlier
         self.suite_dir = new_suite_dir(self.store, self.suite.name)
         earlier = load_earlier(self.suite_dir, self.suite.trend)
         self.records = [self._record(p) for p in self.planned]
@@ -251,7 +253,6 @@ def run_one(rec: dict[str, Any], cfg: RunConfig, suite_dir: Path, runner: RunFn,
             clock: Callable[[], float], title: str) -> tuple[Attempt, float]:
     """Run ``cfg`` and fill ``rec`` (a suite.json run record, or a rerun's)
     with what became of it; the attempt and its duration."""
-    from harness.progress import as_listener
     as_listener(progress).begin(title)
     rec["started"] = _now_iso()
     r0 = clock()
@@ -298,25 +299,22 @@ RERUN_OUTCOMES = ("invalid", "unknown")
 def _rerun_config(suite_dir: Path, rec: dict[str, Any], store: str | None) -> RunConfig:
     """A run's stored config.json with its seed, validated; stored beside the original
     (or in ``store``)."""
-    from harness import run_config as cfgmod
-    from infra.errors import UsageError
     run_dir = (suite_dir / rec["run_dir"]).resolve()
     path = run_dir / "config.json"
     if not path.is_file():
         raise UsageError(f"{suite_dir}: run {rec.get('index')} ({rec.get('name')}) has no {path}")
-    cfg = cfgmod.load(path)
+    cfg = run_config.load(path)
     if cfg.seed is None:
         raise UsageError(f"{path} has no seed: the run cannot be rerun as it ran")
     cfg.store = store or str(run_dir.parent.parent)
     cfg.keep_cluster = False
     try:
-        return cfgmod.validate(cfg)
+        return run_config.validate(cfg)
     except UsageError as exc:
         raise UsageError(f"{path}: {exc}") from None
 
 
 def load_suite_json(suite_dir: Path) -> dict[str, Any]:
-    from infra.errors import UsageError
     data = _read_json(Path(suite_dir) / "suite.json")
     if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
         raise UsageError(f"{suite_dir} has no readable suite.json: not a suite folder")
@@ -348,8 +346,6 @@ class SuiteRerun:
         self.configs = [_rerun_config(self.suite_dir, r, store) for r in self.records]
 
     def _write(self) -> None:
-        from harness.store import write_json
-        from reports.suite_report import is_flaky, load_earlier, write_suite_reports
         for rec in self.records:
             rec["flaky"] = is_flaky(rec)
         self.data["flaky"] = sum(1 for r in self.data["runs"] if isinstance(r, dict) and r.get("flaky"))

@@ -10,7 +10,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from harness import run_config, schedule, suite_config
 from harness.progress import ConsoleProgress, verbosity_of, verbosity_options
+from harness.store import resolve_run_dir
 from infra.errors import UsageError
 
 console = Console()
@@ -27,6 +29,8 @@ def _print_suite(suite_dir: Path, code: int, verbosity: int = 0) -> None:
         word = _CODE_WORD.get(code, str(code))
         console.print(Text(word, style=_STYLE.get(word.lower(), "bold")) + Text("  ") + index, soft_wrap=True)
         return
+    # imported here, as harness.suite and harness.reproduce below: they load pyarrow (~0.25 s),
+    # and `kchaos --help` and usage errors need not wait for it
     from reports.suite_report import is_flaky
     data = json.loads((suite_dir / "suite.json").read_text())
     table = Table(title=Text(f"kchaos suite: {data['name']}"), title_justify="left")
@@ -94,8 +98,7 @@ def register(app: click.Group) -> None:
         run decides), 64 usage error, 130 interrupted. With --rerun-failed SUITE_DIR
         (no suite file), the worst rerun decides.
         """
-        from harness import suite_config
-        from harness.suite import SuiteRun
+        from harness.suite import SuiteRun     # (pyarrow: see _print_suite)
         verbosity = verbosity_of(verbose, quiet)
         if rerun_dir is not None:
             if suite_file is not None or time_budget is not None:
@@ -145,24 +148,21 @@ def register(app: click.Group) -> None:
         cheap first check only. Exit 0 when every reproduction matches, 1 otherwise, 3 when
         a reproduction failed to run, 130 interrupted.
         """
-        from harness import run_config as cfgmod
-        from harness import reproduce
-        from harness import schedule
+        from harness import reproduce          # (both: pyarrow, see _print_suite)
         from harness.suite import default_runner
         verbosity = verbosity_of(verbose, quiet)
         if not run_dir.is_dir():
             raise UsageError(f"{run_dir} is not a run folder")
-        from harness.store import resolve_run_dir
         run_dir = resolve_run_dir(run_dir)
         data, stored_digest = _stored_config(run_dir)
-        cfg = cfgmod.from_dict(data, str(run_dir / "config.json"))
+        cfg = run_config.from_dict(data, str(run_dir / "config.json"))
         if cfg.seed is None:
             raise UsageError(f"{run_dir / 'config.json'} has no seed: the run cannot be reproduced")
         if _results(run_dir) is None:
             raise UsageError(f"{run_dir} has no readable results.json; run `kchaos analyze {run_dir}` first")
         cfg.store = store or str(run_dir.parent.parent)
         cfg.keep_cluster = False
-        cfgmod.validate(cfg)
+        run_config.validate(cfg)
         original = reproduce.load_run(run_dir)
         if original.faults is None:
             raise UsageError(f"{run_dir}: {original.problem}")
@@ -210,7 +210,7 @@ def register(app: click.Group) -> None:
 
 def _rerun_failed(suite_dir: Path, store: str | None, dry_run: bool, verbosity: int) -> int:
     """``kchaos suite --rerun-failed SUITE_DIR`` (see harness.suite.SuiteRerun)."""
-    from harness.suite import SuiteRerun
+    from harness.suite import SuiteRerun       # (pyarrow: see _print_suite)
     if (suite_dir / "latest").is_dir() and not (suite_dir / "suite.json").exists():
         suite_dir = (suite_dir / "latest").resolve()   # store/suites/<name>: its newest suite run
     if not suite_dir.is_dir():

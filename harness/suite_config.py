@@ -52,6 +52,7 @@ from harness.run_config import RunConfig
 from infra.distribution import validate_version
 from infra.tomlfile import load_toml
 from infra.errors import UsageError
+from nemesis.packages import build_packages
 
 SUITES_DIR = "suites"   # the store's folder of suite runs: not a suite name
 DEFAULT_RUN_OVERHEAD = 90.0
@@ -144,7 +145,6 @@ def _faults(where: str, v: Any) -> list[str]:
             if name and name != "none" and name not in out:
                 out.append(name)
     if out:
-        from nemesis.packages import build_packages
         try:
             build_packages(out)
         except UsageError as exc:

@@ -12,8 +12,10 @@ run's ops travel (docs/design.md, "The history"):
 * ``live_copy``: the niced process that pairs the JSONL into history.parquet
   as the run goes.
 * ``paired``: paired ops, the one shape both checker engines read, and the
-  Parquet schema; ``convert``: the columnar JSONL-to-Parquet conversion;
-  ``parquet``: writing, reading and judging the currency of history.parquet.
+  Parquet schema; ``convert``: the columnar JSONL-to-Parquet conversion
+  (it pairs; ``jsonl_blocks`` reads the lines, ``value_columns`` builds the
+  messages of sends and polls); ``parquet``: writing, reading and judging the
+  currency of history.parquet.
 * ``message_index``: history.messages.parquet, every message by Kafka
   partition; ``row_groups``: a history.parquet's row groups and the reading of
   one; ``arrays``: Arrow columns as numpy arrays.

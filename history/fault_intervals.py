@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-from .ops import ACTIONS, HEAL, INVOKE, NEMESIS, START, STOP, Op
+from .ops import ACTION_HEAL, ACTION_START, ACTION_STOP, ACTIONS, INVOKE, NEMESIS, Op
 
 FORMAT1_STARTS = {"start-partition": "partition", "kill": "kill", "pause": "pause",
                   "bump-clock": "clock", "strobe-clock": "clock"}
@@ -30,11 +30,11 @@ def fault_boundary(f: Any, value: Any) -> tuple[str | None, str | None]:
         return (action, fault) if action in ACTIONS else (None, fault)
     f = str(f)
     if f in FORMAT1_HEALS:
-        return HEAL, fault
+        return ACTION_HEAL, fault
     if f in FORMAT1_STOPS:
-        return STOP, fault or FORMAT1_STOPS[f]
+        return ACTION_STOP, fault or FORMAT1_STOPS[f]
     if f in FORMAT1_STARTS:
-        return START, fault or FORMAT1_STARTS[f]
+        return ACTION_START, fault or FORMAT1_STARTS[f]
     return None, fault
 
 
@@ -138,14 +138,14 @@ class FaultTracker:
         self.open: list[FaultInterval] = []
 
     def add(self, ev: NemesisOp) -> None:
-        if ev.action == START and ev.fault:
+        if ev.action == ACTION_START and ev.fault:
             nodes = affected_nodes(ev.value)
             if nodes is not None and not nodes:
                 return
             iv = FaultInterval(ev.fault, ev, nodes, remaining=set(nodes or ()))
             self.intervals.append(iv)
             self.open.append(iv)
-        elif ev.action == STOP and ev.fault:
+        elif ev.action == ACTION_STOP and ev.fault:
             named = affected_nodes(ev.value)
             for iv in [iv for iv in self.open if iv.fault == ev.fault]:
                 if named is None or iv.nodes is None:
@@ -154,7 +154,7 @@ class FaultTracker:
                     iv.remaining -= named
                 if not iv.remaining:
                     self._close(iv, ev)
-        elif ev.action == HEAL:
+        elif ev.action == ACTION_HEAL:
             for iv in [iv for iv in self.open if ev.fault is None or iv.fault == ev.fault]:
                 self._close(iv, ev)
 

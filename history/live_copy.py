@@ -32,6 +32,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from history.convert import Unsupported, pair_block
 from history.parquet import JSONL_BYTES, PairedOpsWriter, remove_columnar
 from history.paired import PARQUET_SCHEMA, Pairer
 
@@ -125,7 +126,6 @@ class Copy:
             return False
 
     def _pair(self, body: bytes, final: bool) -> pa.Table:
-        from history.convert import Unsupported, pair_block
         if self._pairer is None:
             try:
                 table, self._carry = pair_block(self._carry + body, final)

@@ -131,8 +131,9 @@ TXN, COMMIT, REBALANCE = "txn", "commit", "rebalance"
 READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"
 ISOLATION_LEVELS = (READ_COMMITTED, READ_UNCOMMITTED)
 
-START, STOP, HEAL = "start", "stop", "heal"
-ACTIONS = (START, STOP, HEAL)
+# a nemesis completion's value["action"]: what the op did to its fault (not an op's f)
+ACTION_START, ACTION_STOP, ACTION_HEAL = "start", "stop", "heal"
+ACTIONS = (ACTION_START, ACTION_STOP, ACTION_HEAL)
 
 Message = tuple[int, int | None, int]                   # (partition, offset, value)
 PartitionSample = tuple[int, int | None, list[int], int | None]  # (partition, leader, isr, epoch)

@@ -22,6 +22,7 @@ from typing import Callable, Iterable, Iterator
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from history.convert import Unsupported, history_tables
 from history.ops import read_history
 from history.message_index import IndexWriter, index_path
 from history.paired import PARQUET_SCHEMA, PairedOp, pair_ops
@@ -146,7 +147,6 @@ def history_to_parquet(jsonl_path: Path, parquet_path: Path) -> int:
 
     Raises HistoryFormatError for a corrupt line other than a truncated last one.
     """
-    from history.convert import Unsupported, history_tables
     jsonl_path, parquet_path = Path(jsonl_path), Path(parquet_path)
     size = jsonl_path.stat().st_size
     meta = {JSONL_BYTES: str(size).encode()}

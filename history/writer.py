@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 import time
-from json.encoder import encode_basestring_ascii
+from json.encoder import c_make_encoder, encode_basestring_ascii
 from pathlib import Path
 
 from .ops import SEND, Op, header
@@ -62,7 +62,6 @@ def _line_encoder():
     per call): the C encoder itself when there is one (its output equals
     ``json.dumps(op, separators=(",", ":"))``; no circular-reference check, ops
     are trees), else the Python one."""
-    from json.encoder import c_make_encoder, encode_basestring_ascii
     if c_make_encoder is None:
         return json.JSONEncoder(separators=(",", ":")).encode
 

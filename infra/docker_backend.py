@@ -13,6 +13,7 @@ import logging
 import os
 import random
 import re
+import subprocess
 import tarfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -21,8 +22,11 @@ from pathlib import Path
 from typing import Sequence
 
 from infra.engine import docker_client
-from infra.errors import ClusterNotFound, NodeUnreachable, UsageError
-from infra.node import DEFAULT_TIMEOUT_S, CommandResult, checked, pid_alive
+from infra.errors import ClusterNotFound, NodeCommandError, NodeUnreachable, UsageError
+from infra.node import DEFAULT_TIMEOUT_S, CommandResult, checked, pid_alive, shell_join
+
+# The docker SDK is imported in the functions that use it: it takes ~0.2 s to
+# load, and `kchaos --help` imports this module (through harness.run_cluster).
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +48,12 @@ class DockerNode:
     def run(self, argv: Sequence[str], stdin: bytes | None = None, check: bool = True,
             timeout: float = DEFAULT_TIMEOUT_S, env: dict[str, str] | None = None,
             detach: bool = False) -> CommandResult:
-        import docker.errors
+        import docker.errors     # (see the imports)
         argv = [str(a) for a in argv]
         full = argv
         if stdin is not None:
             tmp = f"/tmp/.kchaos-stdin-{os.getpid()}-{time.monotonic_ns()}"
             self._put_bytes(stdin, tmp)
-            from infra.node import shell_join
             full = ["sh", "-c", f"{shell_join(argv)} < {tmp}; rc=$?; rm -f {tmp}; exit $rc"]
         if not detach:
             # No timeout in the exec API: coreutils' timeout inside the node enforces it.
@@ -86,17 +89,15 @@ class DockerNode:
         self._put_bytes(Path(local).read_bytes(), remote)
 
     def get(self, remote: str, local: Path) -> None:
-        import docker.errors
+        import docker.errors     # (see the imports)
         try:
             stream, _ = self._container.get_archive(remote)
         except docker.errors.NotFound as exc:
-            from infra.errors import NodeCommandError
             raise NodeCommandError(self.name, ["get", remote], 1, "", f"{remote}: no such file") from exc
         buf = io.BytesIO(b"".join(stream))
         with tarfile.open(fileobj=buf) as tar:
             member = tar.next()
             if member is None or not member.isfile():
-                from infra.errors import NodeCommandError
                 raise NodeCommandError(self.name, ["get", remote], 1, "", f"{remote}: not a regular file")
             data = tar.extractfile(member).read()
         Path(local).parent.mkdir(parents=True, exist_ok=True)
@@ -133,7 +134,6 @@ def _used_subnets() -> list[ipaddress.IPv4Network]:
                     pass
     # Host routes too: a subnet that shadows a real route would misroute traffic.
     try:
-        import subprocess
         out = subprocess.run(["ip", "-4", "route"], capture_output=True, text=True).stdout
         for line in out.splitlines():
             dest = line.split()[0]
@@ -171,7 +171,7 @@ def create_internal_network(name: str, labels: dict[str, str]):
     create, so a clash on the subnet moves on to the next free one.
     Returns (network, subnet).
     """
-    import docker.errors
+    import docker.errors     # (see the imports)
     import docker.types
     client = docker_client()
     for attempt in range(20):
@@ -254,7 +254,7 @@ def destroy(cluster: str | None = None, only_dead_owners: bool = False,
     by ``cluster up``/``--keep-cluster``) and those whose creating process still
     lives. Returns (containers removed, networks removed).
     """
-    import docker.errors
+    import docker.errors     # (see the imports)
     client = docker_client()
     flt = {"label": f"{LABEL_CLUSTER}={cluster}"} if cluster else {"label": LABEL}
 

@@ -16,7 +16,10 @@ from infra.errors import DockerUnavailable
 DOCKERD_LOG = "/var/log/kchaos-dockerd.log"
 
 
-def _ping() -> bool:
+def engine_answers() -> bool:
+    """A Docker engine answers a ping (within 10 s)."""
+    # docker is imported here and in docker_client: the SDK takes ~0.2 s to
+    # load, and `kchaos --help` imports this module (through harness.run_cluster)
     import docker
     try:
         client = docker.from_env(timeout=10)
@@ -38,14 +41,14 @@ def start_dockerd(wait_s: float = 60.0) -> None:
                          start_new_session=True)
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
-        if _ping():
+        if engine_answers():
             return
         time.sleep(0.5)
     raise DockerUnavailable(f"started dockerd but it did not answer within {wait_s:.0f}s (see {DOCKERD_LOG})")
 
 
 def ensure_engine() -> None:
-    if _ping():
+    if engine_answers():
         return
     if os.environ.get("DOCKER_HOST"):
         # A remote or custom engine was asked for: starting a local one would not help.
@@ -56,6 +59,6 @@ def ensure_engine() -> None:
 @functools.lru_cache(maxsize=1)
 def docker_client():
     """A docker SDK client to an engine that answers (started if need be)."""
-    import docker
+    import docker       # (see engine_answers)
     ensure_engine()
     return docker.from_env(timeout=120)

@@ -18,6 +18,7 @@ import tempfile
 from pathlib import Path
 
 from infra.distribution import KAFKA_CONFIG, KAFKA_LIB, KafkaDistribution
+from infra.engine import docker_client
 from infra.errors import ImageBuildError, UsageError
 
 log = logging.getLogger(__name__)
@@ -78,15 +79,10 @@ def host_debian_mirror(sources_root: Path = Path("/etc/apt")) -> str:
                           "pass --base-image with an image of your own")
 
 
-def _docker():
-    from infra.engine import docker_client
-    return docker_client()
-
-
 def _image_exists(tag: str) -> bool:
-    import docker.errors
+    import docker.errors     # here, not at the top: see infra.engine.engine_answers
     try:
-        _docker().images.get(tag)
+        docker_client().images.get(tag)
         return True
     except docker.errors.ImageNotFound:
         return False
@@ -134,7 +130,7 @@ def node_image_tag(base: str, dist: KafkaDistribution) -> str:
 
 def build_node_image(dist: KafkaDistribution, base_image: str | None = None) -> str:
     """The image every node runs: base + Kafka jars. Reused when its inputs match."""
-    import docker.errors
+    import docker.errors     # (see _image_exists)
     if base_image is not None and not _image_exists(base_image):
         raise UsageError(f"base image {base_image!r} is not present in the local Docker engine")
     base = base_image or build_base_image()
@@ -151,7 +147,7 @@ def build_node_image(dist: KafkaDistribution, base_image: str | None = None) -> 
         tar.add(dist.log4j_config.parent, arcname="config")
     ctx.seek(0)
     try:
-        _docker().images.build(fileobj=ctx, custom_context=True, tag=tag, rm=True, pull=False,
+        docker_client().images.build(fileobj=ctx, custom_context=True, tag=tag, rm=True, pull=False,
                                forcerm=True, labels={LABEL: "1"})
     except docker.errors.BuildError as exc:
         raise ImageBuildError(f"building {tag} failed: {exc.msg}") from exc

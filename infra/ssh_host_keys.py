@@ -12,6 +12,8 @@ import logging
 import threading
 from pathlib import Path
 
+import paramiko
+
 from infra.errors import KchaosError, UsageError
 from infra.inventory import HostSpec
 
@@ -52,8 +54,6 @@ def _append_known_host(path: Path, name: str, key) -> None:
 def host_key_policy(spec: HostSpec, label: str, accept_new: bool):
     """A paramiko policy for keys missing from ``spec.known_hosts``: refused with
     the command that adds them, or (``accept_new``) recorded there."""
-    import paramiko
-
     class Policy(paramiko.MissingHostKeyPolicy):
         def missing_host_key(self, client, hostname, key):
             if not accept_new:

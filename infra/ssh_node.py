@@ -16,10 +16,13 @@ import logging
 import posixpath
 import select
 import socket
+import stat
 import threading
 import time
 from pathlib import Path
 from typing import Sequence
+
+import paramiko
 
 from infra.errors import KchaosError, NodeCommandError, NodeUnreachable, UsageError
 from infra.inventory import HostSpec, Inventory, InventoryError, load_inventory
@@ -69,7 +72,6 @@ class SshNode:
 
     # -- connection ---------------------------------------------------------------
     def _load_key(self):
-        import paramiko
         if self.spec.key is None:
             return None
         try:
@@ -82,7 +84,6 @@ class SshNode:
 
     def _open(self):
         """A new authenticated client, every failure turned into one clear line."""
-        import paramiko
         spec = self.spec
         pkey = self._load_key()
         client = paramiko.SSHClient()
@@ -179,7 +180,6 @@ class SshNode:
         """A channel running ``command``. Retried while the command certainly has not
         started (the host's session limit is momentarily full, the link dropped and
         comes back); never closes a connection other threads are still using."""
-        import paramiko
         deadline = time.monotonic() + self.connect_timeout + 10
         delay = 0.05
         while True:
@@ -204,7 +204,6 @@ class SshNode:
 
         Exit 124 if the host stays silent past ``timeout``; -1 if killed by a signal.
         """
-        import paramiko
         with self._channels:
             chan = self._start(command)
             out, err = bytearray(), bytearray()
@@ -293,7 +292,6 @@ class SshNode:
 
     # -- files -----------------------------------------------------------------------
     def _sftp(self):
-        import paramiko
         deadline = time.monotonic() + self.connect_timeout + 10
         delay = 0.05
         while True:
@@ -356,13 +354,12 @@ class SshNode:
         with self._channels:
             sftp = self._sftp()
             try:
-                import stat as statmod
                 try:
                     st = sftp.stat(remote)
                 except OSError as exc:
                     raise NodeCommandError(self.name, ["get", remote], 1, "", f"{remote}: {exc.strerror or exc}") \
                         from None
-                if not statmod.S_ISREG(st.st_mode or 0):
+                if not stat.S_ISREG(st.st_mode or 0):
                     raise NodeCommandError(self.name, ["get", remote], 1, "", f"{remote}: not a regular file")
                 local.parent.mkdir(parents=True, exist_ok=True)
                 sftp.get(remote, str(local))

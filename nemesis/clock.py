@@ -19,7 +19,7 @@ import logging
 from typing import Any, Sequence
 
 from broker.config import FAKETIME_FILE
-from history.ops import START, STOP
+from history.ops import ACTION_START, ACTION_STOP
 from infra.errors import UsageError
 from infra.node import Node, shell_join
 from nemesis.protocol import NemesisContext, Op, completed, each, node_names, resolve_nodes
@@ -129,7 +129,7 @@ class ClockNemesis:
             nodes, details = self._targets(value)
             results, errors = each(lambda n: set_offset(cluster.node(n), offset), nodes)
             return completed(op, {"fault": FAULT, **details, "nodes": sort_nodes(results),
-                                  "offset_s": offset}, errors, action=START)
+                                  "offset_s": offset}, errors, action=ACTION_START)
         if f == STROBE:
             offsets = [int(round(float(o))) for o in value.get("offsets_s", [0, 60])]
             if len(offsets) != 2:
@@ -142,12 +142,12 @@ class ClockNemesis:
             nodes, details = self._targets(value)
             results, errors = each(lambda n: start_strobe(cluster.node(n), offsets, period, duration), nodes)
             return completed(op, {"fault": FAULT, **details, "nodes": sort_nodes(results), "offsets_s": offsets,
-                                  "period_s": period, "duration_s": duration}, errors, action=START)
+                                  "period_s": period, "duration_s": duration}, errors, action=ACTION_START)
         if f == RESET:
             names = node_names(cluster)
             results, errors = each(lambda n: reset_node(cluster.node(n)), names)
             return completed(op, {"fault": FAULT, "nodes": sort_nodes(results), "offset_s": 0}, errors,
-                             action=STOP)
+                             action=ACTION_STOP)
         raise ValueError(f"ClockNemesis cannot do {f!r}")
 
     def teardown(self) -> None:

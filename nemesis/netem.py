@@ -40,7 +40,7 @@ import math
 from dataclasses import dataclass
 from typing import Any, Sequence
 
-from history.ops import START as START_ACTION, STOP as STOP_ACTION
+from history.ops import ACTION_START, ACTION_STOP
 from infra.errors import UsageError
 from infra.node import Node, shell_join
 from nemesis import netem_iptables as ipt
@@ -51,7 +51,7 @@ from nemesis.partition import client_address
 log = logging.getLogger(__name__)
 
 FAULT = "netem"
-START, STOP = "start-netem", "stop-netem"
+START_NETEM, STOP_NETEM = "start-netem", "stop-netem"
 ROOT = "4b43:"
 BAND = "4b43:4"
 LEAF = "4b44:"
@@ -217,7 +217,7 @@ class NetemNemesis:
     ``jitter_ms``, ``loss_pct``, ``reorder_pct``, ``mechanism``) and
     ``stop-netem`` (every node healed, both mechanisms)."""
 
-    fs = frozenset({START, STOP})
+    fs = frozenset({START_NETEM, STOP_NETEM})
 
     def __init__(self, ctx: NemesisContext | None = None) -> None:
         self.ctx = ctx
@@ -228,10 +228,10 @@ class NetemNemesis:
 
     def invoke(self, op: Op) -> Op:
         assert self.ctx is not None, "setup() first"
-        if op["f"] == STOP:
+        if op["f"] == STOP_NETEM:
             healed, errors = each(heal_node, self.ctx.cluster.nodes, key=lambda n: n.name)
-            return completed(op, {"fault": FAULT, "nodes": topo.sort_nodes(healed)}, errors, action=STOP_ACTION)
-        if op["f"] != START:
+            return completed(op, {"fault": FAULT, "nodes": topo.sort_nodes(healed)}, errors, action=ACTION_STOP)
+        if op["f"] != START_NETEM:
             raise ValueError(f"NetemNemesis cannot do {op['f']!r}")
         return self._start(op, dict(op.get("value") or {}))
 
@@ -299,7 +299,7 @@ class NetemNemesis:
         for key in ("seed", "node_index", "partition_index"):
             if value.get(key) is not None:
                 out[key] = value[key]
-        return completed(op, out, errors, action=START_ACTION)
+        return completed(op, out, errors, action=ACTION_START)
 
     def teardown(self) -> None:
         if self.ctx is not None:

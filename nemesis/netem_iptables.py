@@ -25,6 +25,7 @@ state and is part of ``nemesis.netem.heal_script``.
 """
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Sequence
@@ -185,6 +186,5 @@ def delayer_pids(node: Node) -> list[int]:
 
 
 def delayer_stats(node: Node) -> dict[str, int] | None:
-    import json
     res = node.run(["cat", STATS_FILE], check=False, timeout=30)
     return json.loads(res.out) if res.exit == 0 and res.out.strip() else None

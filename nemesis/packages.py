@@ -96,7 +96,7 @@ def _draw_partition(rng: random.Random, t: float, time_limit_s: float) -> Op:
         value["partition_index"] = rng.randrange(INDEX_RANGE)
     elif topology in ("halves", "majorities-ring", "bridge"):
         value["seed"] = rng.randrange(SEED_RANGE)
-    return {"f": partition.START, "value": value}
+    return {"f": partition.START_PARTITION, "value": value}
 
 
 def _draw_kill(rng: random.Random, t: float, time_limit_s: float) -> Op:
@@ -108,8 +108,8 @@ def _draw_pause(rng: random.Random, t: float, time_limit_s: float) -> Op:
 
 
 def _draw_client_cut_leader(rng: random.Random, t: float, time_limit_s: float) -> Op:
-    return {"f": partition.START, "value": {"fault": "partition", "topology": "client-cut-leader",
-                                            "partition_index": rng.randrange(INDEX_RANGE)}}
+    return {"f": partition.START_PARTITION, "value": {"fault": "partition", "topology": "client-cut-leader",
+                                                      "partition_index": rng.randrange(INDEX_RANGE)}}
 
 
 def _draw_power(rng: random.Random, t: float, time_limit_s: float) -> Op:
@@ -126,7 +126,7 @@ def _draw_netem(rng: random.Random, t: float, time_limit_s: float) -> Op:
     loss = rng.choice((1, 5, 20)) if not delay or rng.random() < 0.3 else 0
     value.update(delay_ms=delay, jitter_ms=round(delay * rng.choice((0, 0.1, 0.5)), 3), loss_pct=loss,
                  reorder_pct=rng.choice((0, 0, 10, 25)) if delay else 0)
-    return {"f": netem.START, "value": value}
+    return {"f": netem.START_NETEM, "value": value}
 
 
 CLOCK_MAGNITUDES_S = (2, 30, 120, 600, 3600)
@@ -145,11 +145,11 @@ def _draw_clock(rng: random.Random, t: float, time_limit_s: float) -> Op:
 
 PACKAGES: dict[str, FaultPackage] = {
     "partition": FaultPackage(
-        "partition", "#e8590c", (partition.START,), partition.STOP, partition.PartitionNemesis, _draw_partition,
-        ({"f": partition.STOP, "value": {"fault": "partition"}},)),
+        "partition", "#e8590c", (partition.START_PARTITION,), partition.STOP_PARTITION, partition.PartitionNemesis,
+        _draw_partition, ({"f": partition.STOP_PARTITION, "value": {"fault": "partition"}},)),
     "kill": FaultPackage(
-        "kill", "#c2255c", (process.KILL,), process.START, process.KillNemesis, _draw_kill,
-        ({"f": process.START, "value": {"fault": "kill", "target": "all"}},)),
+        "kill", "#c2255c", (process.KILL,), process.RESTART, process.KillNemesis, _draw_kill,
+        ({"f": process.RESTART, "value": {"fault": "kill", "target": "all"}},)),
     "pause": FaultPackage(
         "pause", "#1971c2", (process.PAUSE,), process.RESUME, process.PauseNemesis, _draw_pause,
         ({"f": process.RESUME, "value": {"fault": "pause", "target": "all"}},)),
@@ -157,14 +157,15 @@ PACKAGES: dict[str, FaultPackage] = {
         "clock", "#2f9e44", (clock.BUMP, clock.STROBE), clock.RESET, clock.ClockNemesis, _draw_clock,
         ({"f": clock.RESET, "value": {"fault": "clock"}},)),
     "netem": FaultPackage(
-        "netem", "#f08c00", (netem.START,), netem.STOP, netem.NetemNemesis, _draw_netem,
-        ({"f": netem.STOP, "value": {"fault": "netem"}},)),
+        "netem", "#f08c00", (netem.START_NETEM,), netem.STOP_NETEM, netem.NetemNemesis, _draw_netem,
+        ({"f": netem.STOP_NETEM, "value": {"fault": "netem"}},)),
 }
 # Packages chosen by name only, not part of ``all`` (they share ops with one above).
 BY_NAME_ONLY: dict[str, FaultPackage] = {
     "client-cut-leader": FaultPackage(
-        "client-cut-leader", "#d6336c", (partition.START,), partition.STOP, partition.PartitionNemesis,
-        _draw_client_cut_leader, ({"f": partition.STOP, "value": {"fault": "partition"}},)),
+        "client-cut-leader", "#d6336c", (partition.START_PARTITION,), partition.STOP_PARTITION,
+        partition.PartitionNemesis, _draw_client_cut_leader,
+        ({"f": partition.STOP_PARTITION, "value": {"fault": "partition"}},)),
     # Loses what Kafka never fsynced (acknowledged writes too, on default flush
     # settings): a finding of its own, so never in the default mix.
     "power-loss": FaultPackage(
@@ -179,7 +180,7 @@ HEAL_ORDER = ("partition", "netem", "pause", "clock", "kill", "power-loss")
 def build_packages(names: Iterable[str]) -> list[FaultPackage]:
     """Packages by name: each entry may hold several, comma separated;
     ``all`` is every package, ``none`` none. Order of first mention, no repeats."""
-    from nemesis.scenarios import SCENARIOS
+    from nemesis.scenarios import SCENARIOS     # here: scenarios imports this module (its PACKAGES) at the top
     out: list = []
     valid = ", ".join([*PACKAGES, "all", "none", *BY_NAME_ONLY, *SCENARIOS])
     for entry in names:

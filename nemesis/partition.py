@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import networkx as nx
 
-from history.ops import START as START_ACTION, STOP as STOP_ACTION
+from history.ops import ACTION_START, ACTION_STOP
 from infra.errors import UsageError
 from infra.node import Node, shell_join
 from nemesis import topology as topo
@@ -30,7 +30,7 @@ FAULT = "partition"
 TOPOLOGIES = ("isolate-node", "isolate-leader", "isolate-controller", "halves", "majorities-ring",
               "bridge", "one-way", "client-cut-node", "client-cut-leader", "client-only-leader")
 CLIENT_TOPOLOGIES = ("client-cut-node", "client-cut-leader", "client-only-leader")
-START, STOP = "start-partition", "stop-partition"
+START_PARTITION, STOP_PARTITION = "start-partition", "stop-partition"
 
 
 def _ipt(*args: str) -> str:
@@ -173,7 +173,7 @@ class PartitionNemesis:
     """``start-partition`` (value: ``topology`` plus its target keys, optional
     ``ports``) and ``stop-partition`` (heals every node)."""
 
-    fs = frozenset({START, STOP})
+    fs = frozenset({START_PARTITION, STOP_PARTITION})
 
     def __init__(self, ctx: NemesisContext | None = None) -> None:
         # Given a context here, the nemesis can act without setup() (which heals).
@@ -186,9 +186,9 @@ class PartitionNemesis:
     def invoke(self, op: Op) -> Op:
         assert self.ctx is not None, "setup() first"
         value = dict(op.get("value") or {})
-        if op["f"] == STOP:
+        if op["f"] == STOP_PARTITION:
             return self._stop(op)
-        if op["f"] != START:
+        if op["f"] != START_PARTITION:
             raise ValueError(f"PartitionNemesis cannot do {op['f']!r}")
         return self._start(op, value)
 
@@ -223,12 +223,12 @@ class PartitionNemesis:
         for key in ("seed", "node_index", "partition_index"):
             if value.get(key) is not None:
                 out[key] = value[key]
-        return completed(op, out, errors, action=START_ACTION)
+        return completed(op, out, errors, action=ACTION_START)
 
     def _stop(self, op: Op) -> Op:
         nodes = self.ctx.cluster.nodes
         healed, errors = each(heal_node, nodes, key=lambda n: n.name)
-        return completed(op, {"fault": FAULT, "nodes": topo.sort_nodes(healed)}, errors, action=STOP_ACTION)
+        return completed(op, {"fault": FAULT, "nodes": topo.sort_nodes(healed)}, errors, action=ACTION_STOP)
 
     def teardown(self) -> None:
         if self.ctx is not None:

@@ -20,18 +20,18 @@ from typing import Any, Callable
 from broker.cluster import KafkaCluster
 from broker.config import CONFIG_PATH
 from broker.unsynced_data import LONG_MAX, FlushPolicy, power_cut, preflight_script
-from history.ops import START as START_ACTION, STOP as STOP_ACTION
+from history.ops import ACTION_START, ACTION_STOP
 from infra.errors import UsageError
 
 from nemesis.protocol import NemesisContext, Op, completed, each, node_names, op_rng, resolve_nodes
-from nemesis.process import ensure_running
+from nemesis.process import ensure_running, restart_down
 from nemesis.topology import sort_nodes
 
 log = logging.getLogger(__name__)
 
 POWER_LOSS, POWER_ON = "power-loss", "power-on"
 FAULT = "power-loss"
-TARGETS = ("random", "leader", "controller", "minority", "majority", "all")
+POWER_TARGETS = ("random", "leader", "controller", "minority", "majority", "all")
 
 
 def resolve_power_targets(ctx: NemesisContext, value: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
@@ -66,6 +66,7 @@ def _long(text: Any) -> int:
 
 def topic_flush_policies(cluster: KafkaCluster, timeout_s: float = 10.0) -> dict[str, FlushPolicy]:
     """Every topic's effective ``flush.messages`` and ``flush.ms``, from the brokers."""
+    # here, as in broker.cluster: `kchaos --help` imports this module, and confluent_kafka need not load for it
     from confluent_kafka.admin import ConfigResource, ResourceType
     admin = cluster.admin(timeout_s)
     topics = list(admin.list_topics(timeout=timeout_s).topics)
@@ -179,22 +180,11 @@ class PowerLossNemesis:
             self.off -= set(started)
             out["restarted"] = sort_nodes(started)
             errors = {**errors, **{n: f"restart: {e}" for n, e in rerrors.items()}}
-        return completed(op, out, errors, action=START_ACTION)
+        return completed(op, out, errors, action=ACTION_START)
 
     def _on(self, op: Op, value: dict[str, Any]) -> Op:
-        cluster = self.ctx.cluster
-        wanted = set(self.off)
-        if value.get("target") == "all":
-            wanted |= set(node_names(cluster))
-        if value.get("nodes"):
-            wanted |= set(value["nodes"])
-        started, errors = each(lambda n: ensure_running(cluster, n, self.restart_timeout_s), sort_nodes(wanted))
-        self.off -= set(started)
-        out = {"fault": FAULT, "nodes": sort_nodes(wanted),
-               "restarted": sort_nodes([n for n, did in started.items() if did] + list(errors))}
-        if value.get("target"):
-            out["target"] = value["target"]
-        return completed(op, out, errors, action=STOP_ACTION)
+        out, errors = restart_down(self.ctx.cluster, self.off, value, FAULT, self.restart_timeout_s)
+        return completed(op, out, errors, action=ACTION_STOP)
 
     def teardown(self) -> None:
         if self.ctx is not None:

@@ -10,14 +10,16 @@ import time
 from typing import Any
 
 from broker.cluster import KafkaCluster
-from history.ops import START as START_ACTION, STOP as STOP_ACTION
+from history.ops import ACTION_START, ACTION_STOP
 
 from nemesis.protocol import NemesisContext, Op, completed, each, node_names, resolve_nodes
 from nemesis.topology import sort_nodes
 
 log = logging.getLogger(__name__)
 
-KILL, START = "kill", "start"
+# op names. RESTART ends the kill fault (its action is ACTION_STOP); its name
+# stays "start", as every recorded history has it.
+KILL, RESTART = "kill", "start"
 PAUSE, RESUME = "pause", "resume"
 
 
@@ -36,6 +38,26 @@ def ensure_running(cluster: KafkaCluster, name: str, timeout_s: float = 90.0) ->
             time.sleep(0.5)
     cluster.restart(name, timeout_s)
     return True
+
+
+def restart_down(cluster: KafkaCluster, down: set[str], value: dict[str, Any], fault: str,
+                 timeout_s: float) -> tuple[dict[str, Any], dict[str, str]]:
+    """Heal a fault that took brokers down (kill, power loss): start again those
+    in ``down`` (plus every node with ``target`` "all", and ``nodes``), each
+    waited for; those started leave ``down``. The completion's value (the nodes
+    healed, those that had to be started) and the errors."""
+    wanted = set(down)
+    if value.get("target") == "all":
+        wanted |= set(node_names(cluster))
+    if value.get("nodes"):
+        wanted |= set(value["nodes"])
+    started, errors = each(lambda n: ensure_running(cluster, n, timeout_s), sort_nodes(wanted))
+    down.difference_update(started)
+    out = {"fault": fault, "nodes": sort_nodes(wanted),
+           "restarted": sort_nodes([n for n, did in started.items() if did] + list(errors))}
+    if value.get("target"):
+        out["target"] = value["target"]
+    return out, errors
 
 
 def stop_start(cluster: KafkaCluster, name: str, timeout_s: float = 90.0) -> None:
@@ -58,7 +80,7 @@ class KillNemesis:
     ``start``: restart the brokers this nemesis killed; with ``target`` "all",
     every broker that is not running. Waits until each logged that it started."""
 
-    fs = frozenset({KILL, START})
+    fs = frozenset({KILL, RESTART})
 
     def __init__(self, ctx: NemesisContext | None = None, restart_timeout_s: float = 90.0) -> None:
         self.ctx = ctx
@@ -80,29 +102,18 @@ class KillNemesis:
             out = {"fault": KILL, **_target_value(value, details), "nodes": sort_nodes(results)}
             if killed != out["nodes"]:
                 out["were_running"] = killed
-            return completed(op, out, errors, action=START_ACTION)
-        if op["f"] == START:
+            return completed(op, out, errors, action=ACTION_START)
+        if op["f"] == RESTART:
             return self._start(op, value)
         raise ValueError(f"KillNemesis cannot do {op['f']!r}")
 
     def _start(self, op: Op, value: dict[str, Any]) -> Op:
-        cluster = self.ctx.cluster
-        wanted = set(self.killed)
-        if value.get("target") == "all":
-            wanted |= set(node_names(cluster))
-        if value.get("nodes"):
-            wanted |= set(value["nodes"])
-        started, errors = each(lambda n: ensure_running(cluster, n, self.restart_timeout_s), sort_nodes(wanted))
-        dead = sort_nodes([n for n, did in started.items() if did] + list(errors))
-        self.killed -= set(started)
-        out = {"fault": KILL, "nodes": sort_nodes(wanted), "restarted": dead}
-        if value.get("target"):
-            out["target"] = value["target"]
-        return completed(op, out, errors, action=STOP_ACTION)
+        out, errors = restart_down(self.ctx.cluster, self.killed, value, KILL, self.restart_timeout_s)
+        return completed(op, out, errors, action=ACTION_STOP)
 
     def teardown(self) -> None:
         if self.ctx is not None:
-            self._start({"f": START}, {"target": "all"})
+            self._start({"f": RESTART}, {"target": "all"})
 
 
 class PauseNemesis:
@@ -130,14 +141,14 @@ class PauseNemesis:
             stopped = sort_nodes(n for n, ok in results.items() if ok)
             if stopped != out["nodes"]:
                 out["were_running"] = stopped
-            return completed(op, out, errors, action=START_ACTION)
+            return completed(op, out, errors, action=ACTION_START)
         if op["f"] == RESUME:
             names = node_names(self.ctx.cluster)
             results, errors = each(lambda n: brokers[n].resume(), names)
             out = {"fault": PAUSE, "nodes": sort_nodes(results),
                    "resumed": sort_nodes(n for n in self.paused if n in results)}
             self.paused -= set(results)
-            return completed(op, out, errors, action=STOP_ACTION)
+            return completed(op, out, errors, action=ACTION_STOP)
         raise ValueError(f"PauseNemesis cannot do {op['f']!r}")
 
     def teardown(self) -> None:

@@ -162,45 +162,40 @@ class AwaitNemesis:
 def unclean_election_cycle(rng: random.Random, hold_s: float = 5.0) -> list[tuple[float, Op]]:
     """One cycle, as (offset in seconds, op); offsets are lower bounds, the
     await steps take as long as the cluster does."""
-    k = rng.randrange(INDEX_RANGE)
-    target = {"target": "leader", "partition_index": k}
-    return [
-        (0.0, {"f": partition.START, "value": {"fault": "partition", "topology": "one-way", **target,
-                                               "ports": [9092]}}),
-        (0.1, {"f": AWAIT_ISR_SHRINK, "value": {"scenario": "unclean-election", "partition_index": k,
-                                                "hold_s": hold_s, "timeout_s": 90}}),
-        (0.2, {"f": process.KILL, "value": {"fault": "kill", **target}}),
-        (0.3, {"f": AWAIT_NEW_LEADER, "value": {"scenario": "unclean-election", "partition_index": k,
-                                                "timeout_s": 60}}),
-        (5.0, {"f": partition.STOP, "value": {"fault": "partition"}}),
-        (5.1, {"f": process.START, "value": {"fault": "kill", "target": "all"}}),
-    ]
+    return _isolate_and_kill_leader(rng, "unclean-election", hold_s, elr=False)
 
 
 def elr_election_cycle(rng: random.Random, hold_s: float = 0.0) -> list[tuple[float, Op]]:
     """Like unclean_election_cycle, but the await also waits for an Eligible
     Leader Replica, so that killing the leader makes the controller elect it."""
+    return _isolate_and_kill_leader(rng, "elr-election", hold_s, elr=True)
+
+
+def _isolate_and_kill_leader(rng: random.Random, scenario: str, hold_s: float, elr: bool) -> list[tuple[float, Op]]:
+    """Cut a partition's leader off from its followers (one way), wait for the
+    ISR to shrink to it (and, with ``elr``, for an Eligible Leader Replica),
+    kill it, wait for a new leader; then heal and restart everything."""
     k = rng.randrange(INDEX_RANGE)
     target = {"target": "leader", "partition_index": k}
+    shrink = {"scenario": scenario, "partition_index": k, **({"elr": True} if elr else {}),
+              "hold_s": hold_s, "timeout_s": 90}
     return [
-        (0.0, {"f": partition.START, "value": {"fault": "partition", "topology": "one-way", **target,
-                                               "ports": [9092]}}),
-        (0.1, {"f": AWAIT_ISR_SHRINK, "value": {"scenario": "elr-election", "partition_index": k, "elr": True,
-                                                "hold_s": hold_s, "timeout_s": 90}}),
+        (0.0, {"f": partition.START_PARTITION,
+               "value": {"fault": "partition", "topology": "one-way", **target, "ports": [9092]}}),
+        (0.1, {"f": AWAIT_ISR_SHRINK, "value": shrink}),
         (0.2, {"f": process.KILL, "value": {"fault": "kill", **target}}),
-        (0.3, {"f": AWAIT_NEW_LEADER, "value": {"scenario": "elr-election", "partition_index": k,
-                                                "timeout_s": 60}}),
-        (5.0, {"f": partition.STOP, "value": {"fault": "partition"}}),
-        (5.1, {"f": process.START, "value": {"fault": "kill", "target": "all"}}),
+        (0.3, {"f": AWAIT_NEW_LEADER, "value": {"scenario": scenario, "partition_index": k, "timeout_s": 60}}),
+        (5.0, {"f": partition.STOP_PARTITION, "value": {"fault": "partition"}}),
+        (5.1, {"f": process.RESTART, "value": {"fault": "kill", "target": "all"}}),
     ]
 
 
 def isolated_leader_cycle(rng: random.Random, hold_s: float = 20.0) -> list[tuple[float, Op]]:
     k = rng.randrange(INDEX_RANGE)
     return [
-        (0.0, {"f": partition.START, "value": {"fault": "partition", "topology": "isolate-leader",
-                                               "partition_index": k}}),
-        (hold_s, {"f": partition.STOP, "value": {"fault": "partition"}}),
+        (0.0, {"f": partition.START_PARTITION,
+               "value": {"fault": "partition", "topology": "isolate-leader", "partition_index": k}}),
+        (hold_s, {"f": partition.STOP_PARTITION, "value": {"fault": "partition"}}),
     ]
 
 

@@ -7,6 +7,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from checkers.groups import GROUP_TYPES
+from checkers.txn import TXN_TYPES
+
+from .availability import write_availability
 from .load import INVALID, VALID, load_run
 
 _STYLE = {VALID: "bold green", INVALID: "bold red"}
@@ -15,8 +19,6 @@ _STYLE = {VALID: "bold green", INVALID: "bold red"}
 def idle_types(results: dict) -> set[str]:
     """Anomaly types of a family the run never exercised (transactions without
     txn ops, group checks without commits or rebalances): 0 says nothing there."""
-    from checkers.groups import GROUP_TYPES
-    from checkers.txn import TXN_TYPES
     ops = set(((results or {}).get("stats") or {}).get("ops") or {})
     idle: set[str] = set()
     if "txn" not in ops:
@@ -58,7 +60,6 @@ def console_summary(run_dir: Path, console: Console | None = None) -> None:
     if folded:
         console.print(Text(f"{folded} transaction and consumer-group checks not listed: the run had no "
                            f"transactions, commits or rebalances to check", style="dim"))
-    from .availability import write_availability
     wa = write_availability(run.ops)
     if wa is not None:
         console.print(Text(wa.line()))

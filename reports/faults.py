@@ -40,6 +40,7 @@ def safe_color(c: Any) -> str | None:
             c = "#" + "".join(ch * 2 for ch in c[1:])
         return c.lower()
     try:
+        # matplotlib (~0.2 s) loads only for a colour that is not #hex: most reports never need it
         from matplotlib.colors import to_hex
         return to_hex(c, keep_alpha=False)
     except (ValueError, TypeError):

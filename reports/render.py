@@ -10,6 +10,7 @@ from typing import Any
 
 import jinja2
 
+from .availability import write_availability
 from .digest import digest
 from .elections_page import RECORD_KEYS, all_elections, elections_context, witness_record
 from .faults import fault_timeline
@@ -80,7 +81,6 @@ def _settled_rows(stats: dict[str, Any]) -> list[dict[str, str]]:
 
 def _with_write_share(rows: dict[str, Any], ops: list) -> dict[str, Any]:
     """The stats rows, led by the share of the workload time with acknowledged writes."""
-    from .availability import write_availability
     wa = write_availability(ops)
     if wa is not None:
         rows["scalars"].insert(0, ("write availability", wa.line()))

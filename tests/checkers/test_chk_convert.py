@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from history import convert
+from history import convert, jsonl_blocks
 from history.ops import HistoryFormatError, header, read_history
 from history.parquet import history_to_parquet, parquet_is_current
 from history.paired import PARQUET_SCHEMA, pair_ops
@@ -58,7 +58,7 @@ def test_conversion_in_blocks_equals_whole(tmp_path_factory: Any, p: Params, typ
     path = write(ops, tmp_path_factory.mktemp("h") / "history.jsonl", compact=True)
     tables = list(convert.history_tables(path, block_bytes=block))
     body = path.stat().st_size - len(path.read_bytes().split(b"\n", 1)[0]) - 1   # the header is no block's
-    assert body < 2 * block or len(list(convert._blocks(path, block))) > 1
+    assert body < 2 * block or len(list(jsonl_blocks.line_blocks(path, block))) > 1
     assert [row for t in tables for row in t.to_pylist()] == per_op(path)
 
 
