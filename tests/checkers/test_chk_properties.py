@@ -35,6 +35,7 @@ from history.parquet import write_parquet
 from history.paired import pair_ops
 from checkers.result import ANOMALY_TYPES
 from chk_gen import Params, SimRun, params, random_params, simulate, simulate_run
+from chk_cases import injected_found
 from chk_gen_inject import ELSEWHERE, Injected, inject, inject_run
 
 # Spark-vs-reference histories per test run (conftest.py documents it too).
@@ -134,8 +135,7 @@ def test_spark_agrees_with_reference(cases: list, spark: Any, tmp_path_factory: 
         got.pop("checker")
         assert got["errors"] == []
         if typ is not None:           # the injected anomaly, found by Spark itself
-            assert got["anomalies"][typ]["count"] >= 1
-            assert any(w["partition"] == partition for w in got["anomalies"][typ]["witnesses"])
+            assert injected_found(spark, ops, typ, partition, got["anomalies"][typ], path), f"history {i}"
         assert {t: a["count"] for t, a in got["anomalies"].items()} == \
                {t: a["count"] for t, a in ref["anomalies"].items()}, f"history {i}: {cases[i]}"
         assert got["valid"] == ref["valid"]
