@@ -57,7 +57,8 @@ def main() -> int:
             got = checkers.check(src, {**cfg, "engine": "spark"}, spark=spark, records=records)
             rc = {t: c for t, c, _ in checkers.summary(ref)}
             sc = {t: c for t, c, _ in checkers.summary(got)}
-            same = rc == sc and ref.valid == got.valid and not got.errors
+            settled_same = ref.stats.get("settled_txns") == got.stats.get("settled_txns")   # checkers/settle.py
+            same = rc == sc and ref.valid == got.valid and settled_same and not got.errors
             differ += not same
             print(f"{'same' if same else 'DIFFERENT'}  {run}  valid {ref.valid} / {got.valid}  "
                   f"{ {t: c for t, c in sc.items() if c} }  {got.errors or ''}", flush=True)
