@@ -1,4 +1,4 @@
-"""Both engines on stored runs: every anomaly count and the verdict must be equal.
+"""Both engines on stored runs: every anomaly count, the verdict and each info txn's settlement must be equal.
 
 The checker tests compare the reference and the Spark engine on generated
 histories; this compares them on what real Kafka produced. Give run folders or
