@@ -23,7 +23,7 @@ def test_pipelined_idempotent_run_under_kills_keeps_many_sends_in_flight_and_is_
                     producer={"acks": "all", "enable.idempotence": True,
                               "max.in.flight.requests.per.connection": 5},
                     # librdkafka can duplicate an idempotent producer's batches after an in-flight
-                    # timeout (confluentinc/librdkafka#4953; README "What kchaos finds"): that is
+                    # timeout (confluentinc/librdkafka#4953; docs/findings.md): that is
                     # Kafka's client, not what this test is about
                     checker={"allowed": {"duplicate": "librdkafka#4953"}})
     outcome = Runner(validate(cfg)).execute()
