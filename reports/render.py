@@ -10,9 +10,10 @@ from typing import Any
 
 import jinja2
 
-from .availability import write_availability
+from .availability import WriteAvailability, write_availability
+from .checked import checked_lines
 from .digest import digest
-from .elections_page import RECORD_KEYS, all_elections, elections_context, witness_record
+from .elections_page import RECORD_KEYS, all_elections, election_source, elections_context, witness_record
 from .faults import fault_timeline
 from .junit import junit_xml
 from .load import RunData, load_run, node_logs
@@ -79,9 +80,8 @@ def _settled_rows(stats: dict[str, Any]) -> list[dict[str, str]]:
              "evidence": jtext(r.get("evidence"), 600)} for r in rows if isinstance(r, dict)]
 
 
-def _with_write_share(rows: dict[str, Any], ops: list) -> dict[str, Any]:
+def _with_write_share(rows: dict[str, Any], wa: WriteAvailability | None) -> dict[str, Any]:
     """The stats rows, led by the share of the workload time with acknowledged writes."""
-    wa = write_availability(ops)
     if wa is not None:
         rows["scalars"].insert(0, ("write availability", wa.line()))
     return rows
@@ -98,6 +98,11 @@ def _witness(w: dict[str, Any], origin: float) -> dict[str, Any]:
     if view["record"] is not None:
         view["extra"] = {k: v for k, v in view["extra"].items() if k not in RECORD_KEYS}
     return view
+
+
+def _quiet(a: dict[str, Any]) -> bool:
+    """A check that ran and found nothing: a row of the compact table, not a section."""
+    return a["checked"] and not a["failing"] and not a["count"] and not a["witnesses"] and not a["error"]
 
 
 def _story(run: RunData, d: Any, tl: Any) -> list[str]:
@@ -189,6 +194,7 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
     else:
         headline = "The checkers gave no verdict" + (": see the checker errors below." if run.errors else ".")
     logs = node_logs(run.run_dir)
+    wa = write_availability(run.ops)
     return {
         **ctx_el,
         "show_unknown_reasons": verdict == "unknown" and bool(ctx_el["unknown_reasons"]),
@@ -204,8 +210,11 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
         "summary": summary,
         "config_rows": _config_rows(cfg),
         "anomalies": anomalies,
-        # failing types first, then allowed ones that occurred, then the rest (stable: canonical order)
-        "sections": sorted(anomalies, key=lambda a: 0 if a["failing"] else 1 if a["count"] else 2),
+        # failing types first, then allowed ones that occurred, then the rest (stable: canonical order);
+        # the checks that found nothing fold into one compact table ("quiet")
+        "sections": sorted([a for a in anomalies if not _quiet(a)],
+                           key=lambda a: 0 if a["failing"] else 1 if a["count"] else 2),
+        "quiet": [a for a in anomalies if _quiet(a)],
         "n_failing": len(failing),
         "unclean": ue_rows,
         "has_results": run.results is not None,
@@ -216,7 +225,8 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
         "nemesis_more": max(0, len(tl.events) - MAX_NEMESIS_ROWS),
         "intervals": intervals,
         "fault_colors": sorted(tl.colors.items()),
-        "stats": _with_write_share(_stats_rows(stats), run.ops),
+        "stats": _with_write_share(_stats_rows(stats), wa),
+        "checked": checked_lines(run.results, stats, d, tl, election_source(run.results), elections, wa),
         "settled_txns": _settled_rows(stats),
         "computed_ops": [{"f": jtext(f, 40), "ok": c.get("ok", 0), "fail": c.get("fail", 0), "info": c.get("info", 0)}
                          for f, c in sorted(d.op_counts.items())],

@@ -34,7 +34,8 @@ PROBE = r"""
     verdictText: v && v.textContent.trim(),
     verdictColor: v && getComputedStyle(v).color,
     verdictVisible: !!v && v.getBoundingClientRect().height > 10,
-    sections: Array.from(document.querySelectorAll('section.anomaly')).map(s => s.dataset.anomaly),
+    // a section per type that found something, a row of the compact table per quiet one
+    sections: Array.from(document.querySelectorAll('[data-anomaly]')).map(s => s.dataset.anomaly),
     failing: Array.from(document.querySelectorAll('section.anomaly.failing')).map(s => s.dataset.anomaly),
     witnessRows: document.querySelectorAll('section.anomaly table.ops tbody tr').length,
     images: imgs.map(i => ({complete: i.complete, w: i.naturalWidth, h: i.naturalHeight,
