@@ -18,7 +18,7 @@ from .faults import fault_timeline
 from .junit import junit_xml
 from .load import RunData, load_run, node_logs
 from .story import story
-from .view import group_witnesses, jtext, secs, witness_view
+from .view import flat_rows, group_witnesses, jtext, secs, witness_view
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,25 @@ def _with_write_share(rows: dict[str, Any], wa: WriteAvailability | None) -> dic
 
 
 def _config_rows(config: dict[str, Any]) -> list[tuple[str, str]]:
-    return [(jtext(k, 80), jtext(v, 2000)) for k, v in config.items()]
+    """The config as one row per setting; nested objects become dotted keys."""
+    return [(jtext(k, 120), jtext(v, 2000)) for k, v in flat_rows(config)]
+
+
+def _names(v: Any, limit: int = 300) -> str:
+    """A list of names as ``a, b, c``."""
+    return jtext(", ".join(jtext(x, 80) for x in v) if isinstance(v, list) else v, limit)
+
+
+def _checker_text(checker: dict[str, Any]) -> str:
+    """``reference engine, 0.42 s`` (plus anything else the results say about it)."""
+    engine, master, seconds = checker.get("engine"), checker.get("master"), checker.get("seconds")
+    bits = [f"{jtext(engine, 40)} engine" + (f" on {jtext(master, 80)}" if master else "")] if engine else []
+    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+        bits.append(f"{seconds:.2f} s")
+    rest = {k: v for k, v in checker.items() if k not in ("engine", "master", "seconds")}
+    if rest:
+        bits.append(jtext(rest, 200))
+    return ", ".join(bits)
 
 
 def _witness(w: dict[str, Any], origin: float) -> dict[str, Any]:
@@ -173,14 +191,14 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
     cfg = run.config
     summary = [("Kafka version", jtext(cfg.get("kafka_version"), 80) or "unknown"),
                ("seed", jtext(cfg.get("seed"), 80) or "unknown"),
-               ("nodes", jtext(cfg.get("nodes"), 300) or "unknown"),
-               ("nemesis", jtext(cfg.get("nemesis"), 300) or "none")]
+               ("nodes", _names(cfg.get("nodes")) or "unknown"),
+               ("nemesis", _names(cfg.get("nemesis")) or "none")]
     summary += [("duration", f"{d.duration:.1f} s"
                   + (f" (set-up {d.setup:.1f} s, workload {d.span:.1f} s)" if d.start is not None else "")),
                 ("history ops", str(d.n_ops)),
                 ("client processes", str(len(d.processes))), ("metadata samples", str(len(d.samples)))]
     if isinstance(checker, dict) and checker:
-        summary.append(("checker", jtext(checker, 200)))
+        summary.append(("checker", _checker_text(checker)))
     verdict = run.verdict
     ctx_el = elections_context(run.results, stats, d.origin)
     failing = [a for a in anomalies if a["failing"]]

@@ -4,7 +4,6 @@ Everything returned here is plain text: the template escapes it.
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from .digest import as_partition
@@ -16,17 +15,45 @@ MAX_TEXT = 300
 MAX_LIST = 8
 
 
-def jtext(v: Any, limit: int = MAX_TEXT) -> str:
+def words(v: Any, nested: bool = False) -> str:
+    """A value from the run as words, never raw JSON: strings as they are,
+    lists as ``[a, b]``, objects as ``key value, key value`` (bracketed when
+    nested), empty keys left out."""
     if v is None:
         return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
     if isinstance(v, str):
-        s = v
-    else:
-        try:
-            s = json.dumps(v, ensure_ascii=False, default=str, separators=(", ", ": "))
-        except (TypeError, ValueError):
-            s = repr(v)
+        return v
+    if isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(words(x, True) for x in v) + "]"
+    if isinstance(v, dict):
+        inner = ", ".join(f"{k} {words(x, True)}".rstrip() for k, x in v.items() if x is not None)
+        return f"({inner})" if nested else inner
+    return str(v)
+
+
+def jtext(v: Any, limit: int = MAX_TEXT) -> str:
+    """``words(v)`` cut to ``limit`` characters."""
+    try:
+        s = words(v)
+    except RecursionError:
+        s = repr(v)
     return s if len(s) <= limit else s[:limit] + " …"
+
+
+def flat_rows(config: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """A nested config as (dotted key, leaf value) rows: a table, not JSON."""
+    out: list[tuple[str, Any]] = []
+    for k, v in config.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out += flat_rows(v, key + ".")
+        else:
+            out.append((key, v))
+    return out
 
 
 def secs(ns: Any) -> str:
