@@ -10,6 +10,8 @@ from typing import Any
 
 import jinja2
 
+from history.ops import history_header
+
 from .availability import WriteAvailability, write_availability
 from .checked import checked_lines
 from .digest import digest
@@ -111,11 +113,24 @@ def _checker_text(checker: dict[str, Any]) -> str:
 
 def _witness(w: dict[str, Any], origin: float) -> dict[str, Any]:
     """A witness's view plus, for lost writes, Kafka's record of it (``record``)."""
-    view = witness_view(w)
+    view = witness_view(w, origin=origin)
     view["record"] = witness_record(w, origin)
     if view["record"] is not None:
         view["extra"] = {k: v for k, v in view["extra"].items() if k not in RECORD_KEYS}
     return view
+
+
+def _wall_start(run: RunData, origin: float) -> str | None:
+    """The workload's start on the wall clock (UTC), from the history's header;
+    None for a history written before the header carried it."""
+    try:
+        zero = history_header(run.run_dir / "history.jsonl").get("wall_ns_at_zero")
+    except (OSError, ValueError):
+        return None
+    if not isinstance(zero, int) or isinstance(zero, bool):
+        return None
+    at = _dt.datetime.fromtimestamp(zero / 1e9 + origin, _dt.timezone.utc)
+    return at.strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def _quiet(a: dict[str, Any]) -> bool:
@@ -169,7 +184,7 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
              "lost_writes", "inconsistent_offsets", "kind", "offset", "last_elr", "isr", "elr")
     for e in elections:
         ue_rows.append({
-            "partition": jtext(e.get("partition"), 40), "time": secs(e.get("time")),
+            "partition": jtext(e.get("partition"), 40), "time": secs(e.get("time"), d.origin),
             "index": jtext(e.get("index"), 20), "offset": jtext(e.get("offset"), 20),
             "last_elr": jtext(e.get("last_elr"), 100),
             "from": jtext(e.get("from_leader"), 40), "to": jtext(e.get("to_leader"), 40),
@@ -178,12 +193,13 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
             "extra": jtext({k: v for k, v in e.items() if k not in known}, 300) if set(e) - set(known) else "",
         })
     nemesis = [{
-        "time": f"{ev.time:.3f}", "end": "" if ev.end is None else f"{ev.end:.3f}",
+        "time": f"{ev.time - d.origin:.3f}", "end": "" if ev.end is None else f"{ev.end - d.origin:.3f}",
         "index": jtext(ev.index, 20), "f": jtext(ev.f, 60),
         "value": jtext(ev.value, 300), "error": jtext(ev.error, 300),
         "kind": ev.kind or "", "color": ev.color or "", "action": ev.action or "",
     } for ev in tl.events[:MAX_NEMESIS_ROWS]]
-    intervals = [{"kind": iv.kind, "color": iv.color, "start": f"{iv.start:.3f}", "end": f"{iv.end:.3f}",
+    intervals = [{"kind": iv.kind, "color": iv.color, "start": f"{iv.start - d.origin:.3f}",
+                  "end": f"{iv.end - d.origin:.3f}",
                   "duration": f"{iv.end - iv.start:.1f}", "nodes": ", ".join(iv.nodes),
                   "open": iv.open_at_end} for iv in tl.intervals]
 
@@ -237,8 +253,10 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
         "unclean": ue_rows,
         "has_results": run.results is not None,
         "plots": plot_list,
-        # the plots' time 0 (the workload's start) in seconds since the harness started
+        # the report's one clock: time 0 is the workload's start, this many seconds
+        # after the harness started (the set-up), at this wall-clock time
         "workload_start": None if d.start is None else f"{d.start:.1f}",
+        "wall_start": _wall_start(run, d.origin) if d.start is not None else None,
         "nemesis": nemesis,
         "nemesis_more": max(0, len(tl.events) - MAX_NEMESIS_ROWS),
         "intervals": intervals,
