@@ -64,7 +64,7 @@ def _faults_line(tl: FaultTimeline, origin: float) -> str:
     for kind, ivs in by_kind.items():
         total = sum(iv.end - iv.start for iv in ivs)
         first = min(iv.start for iv in ivs) - origin
-        bits.append(f"{_plural(len(ivs), kind)} for {total:.1f} s in all, the first at {first:.1f} s")
+        bits.append(f"{kind} ({_plural(len(ivs), 'interval')}, {total:.1f} s in all, the first at {first:.1f} s)")
     return "; ".join(bits)
 
 
