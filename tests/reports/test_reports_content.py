@@ -3,9 +3,12 @@ one clock counted from the workload's start."""
 from __future__ import annotations
 
 import html as html_lib
+import json
 import re
 
 from checkers.result import ANOMALY_TYPES
+from history.ops import header
+from reports import render_run
 from reports.load import load_run
 from reports.render import build_context
 from reports.view import context_items, flat_rows, secs, words
@@ -54,3 +57,16 @@ def test_no_raw_json_and_one_clock_in_the_reports(rendered):
     assert '<td class="mono">workload.kind</td><td class="wrap mono">queue</td>' in page
     # the first partition began 5.0 s after the harness started, 4.8 s after the workload did
     assert '<td class="num">4.800</td>' in page
+
+
+def test_wall_clock_start_said_once(fixture_copy):
+    """With the history's header, the top line gives the workload's start on the wall clock."""
+    run_dir = fixture_copy("valid")
+    hist = run_dir / "history.jsonl"
+    zero_ns = 1_700_000_000 * 1_000_000_000          # 2023-11-14 22:13:20 UTC at history time 0
+    hist.write_text(json.dumps(header(zero_ns)) + "\n" + hist.read_text())
+    ctx = build_context(load_run(run_dir), plots=False)
+    assert ctx["wall_start"] == "2023-11-14 22:13:20 UTC"   # + the 0.2 s of set-up, in whole seconds
+    render_run(run_dir)
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    assert page.count("2023-11-14 22:13:20 UTC") == 1
