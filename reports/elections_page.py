@@ -17,7 +17,7 @@ from typing import Any
 from checkers.elections import METADATA, SAMPLES
 
 from .digest import as_partition
-from .view import jtext, secs
+from .view import jtext
 
 MAX_CHANGES_PER_PARTITION = 200
 MAX_PARTITIONS = 64
@@ -188,7 +188,7 @@ def timeline_more_partitions(results: dict[str, Any] | None) -> int:
 def _on_axes(ns: Any, origin: float) -> str:
     if not _num(ns):
         return "at an unknown time"
-    return f"at {secs(ns)} s since the harness started ({workload_secs(ns, origin)} s on the plots' axis)"
+    return f"at {workload_secs(ns, origin)} s"
 
 
 def witness_record(w: dict[str, Any], origin: float) -> dict[str, Any] | None:

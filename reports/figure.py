@@ -114,11 +114,6 @@ def time_axis(axes: list[Any], d: Digest, origin: float | None = None, end: floa
     return {"x_min": float(lo), "x_max": float(hi), "first_x": first_x(axes, lo, hi), "origin": origin}
 
 
-def origin_note(origin: float) -> str:
-    return (f" Time 0 is the workload's start (the first client operation), {origin:.1f} s after the "
-            f"harness started: the set-up before it is not drawn.")
-
-
 def png(fig: Figure) -> str:
     FigureCanvasAgg(fig)
     buf = io.BytesIO()

@@ -30,7 +30,7 @@ from .digest import Digest, as_partition
 from .faults import FaultTimeline
 from .visibility import lag_plot, unseen_plot
 from .figure import (MARKER, MAX_PARTITIONS, MAX_POINTS, OUTCOME_COLORS, PCT_COLORS, RC, WIDTH_IN, Plot, bin_width,
-                     downsample, fault_handles, legend, origin_note, png, shade, time_axis)
+                     downsample, fault_handles, legend, png, shade, time_axis)
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +73,7 @@ def throughput_plot(d: Digest, tl: FaultTimeline, availability: list[dict[str, A
     ax.set_ylim(bottom=0)
     axis = time_axis([ax], d, origin, end)
     legend(ax, handles + fault_handles(tl), ncol=8)
-    return Plot("throughput", title, caption + origin_note(origin), png(fig), **axis)
+    return Plot("throughput", title, caption, png(fig), **axis)
 
 
 def latency_plot(d: Digest, tl: FaultTimeline) -> Plot:
@@ -112,7 +112,7 @@ def latency_plot(d: Digest, tl: FaultTimeline) -> Plot:
     ax.set_ylabel("latency (ms)")
     axis = time_axis([ax], d)
     legend(ax, handles + fault_handles(tl), ncol=8)
-    return Plot("latency", title, caption + origin_note(d.origin), png(fig), **axis)
+    return Plot("latency", title, caption, png(fig), **axis)
 
 
 def _witness_points(w: dict[str, Any], d: Digest) -> list[tuple[float, float]]:
@@ -195,7 +195,7 @@ def offsets_plot(d: Digest, tl: FaultTimeline, anomalies: dict[str, list[dict[st
         ax.set_ylabel(f"p{p} offset")
     axis = time_axis(list(axes), d)
     legend(axes[0], list(used.values()) + fault_handles(tl), ncol=8)
-    return Plot("offsets", title, caption + origin_note(d.origin), png(fig), **axis)
+    return Plot("offsets", title, caption, png(fig), **axis)
 
 
 def _derive_elections(samples: list[tuple[float, dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -305,7 +305,7 @@ def leaders_plot(d: Digest, tl: FaultTimeline, elections: list[dict[str, Any]], 
     handles += [Line2D([], [], marker=m, ls="", color=c, label=lbl) for k, (m, c, lbl) in CLEAN_KINDS.items()
                 if k in kinds]
     legend(axes[0], handles + fault_handles(tl), ncol=8)
-    return Plot("leaders", title, caption + origin_note(d.origin), png(fig), **axis)
+    return Plot("leaders", title, caption, png(fig), **axis)
 
 
 def make_plots(d: Digest, tl: FaultTimeline, anomalies: dict[str, list[dict[str, Any]]],

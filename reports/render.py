@@ -10,14 +10,17 @@ from typing import Any
 
 import jinja2
 
-from .availability import write_availability
+from history.ops import history_header
+
+from .availability import WriteAvailability, write_availability
+from .checked import checked_lines
 from .digest import digest
-from .elections_page import RECORD_KEYS, all_elections, elections_context, witness_record
+from .elections_page import RECORD_KEYS, all_elections, election_source, elections_context, witness_record
 from .faults import fault_timeline
 from .junit import junit_xml
 from .load import RunData, load_run, node_logs
 from .story import story
-from .view import group_witnesses, jtext, secs, witness_view
+from .view import flat_rows, group_witnesses, jtext, secs, witness_view
 
 log = logging.getLogger(__name__)
 
@@ -79,25 +82,62 @@ def _settled_rows(stats: dict[str, Any]) -> list[dict[str, str]]:
              "evidence": jtext(r.get("evidence"), 600)} for r in rows if isinstance(r, dict)]
 
 
-def _with_write_share(rows: dict[str, Any], ops: list) -> dict[str, Any]:
+def _with_write_share(rows: dict[str, Any], wa: WriteAvailability | None) -> dict[str, Any]:
     """The stats rows, led by the share of the workload time with acknowledged writes."""
-    wa = write_availability(ops)
     if wa is not None:
         rows["scalars"].insert(0, ("write availability", wa.line()))
     return rows
 
 
 def _config_rows(config: dict[str, Any]) -> list[tuple[str, str]]:
-    return [(jtext(k, 80), jtext(v, 2000)) for k, v in config.items()]
+    """The config as one row per setting; nested objects become dotted keys."""
+    return [(jtext(k, 120), jtext(v, 2000)) for k, v in flat_rows(config)]
+
+
+def _names(v: Any, limit: int = 300) -> str:
+    """A list of names as ``a, b, c``."""
+    return jtext(", ".join(jtext(x, 80) for x in v) if isinstance(v, list) else v, limit)
+
+
+def _checker_text(checker: dict[str, Any]) -> str:
+    """``reference engine, 0.42 s`` (plus anything else the results say about it)."""
+    engine, master, seconds = checker.get("engine"), checker.get("master"), checker.get("seconds")
+    bits = [f"{jtext(engine, 40)} engine" + (f" on {jtext(master, 80)}" if master else "")] if engine else []
+    if isinstance(seconds, (int, float)) and not isinstance(seconds, bool):
+        bits.append(f"{seconds:.2f} s")
+    rest = {k: v for k, v in checker.items() if k not in ("engine", "master", "seconds")}
+    if rest:
+        bits.append(jtext(rest, 200))
+    return ", ".join(bits)
 
 
 def _witness(w: dict[str, Any], origin: float) -> dict[str, Any]:
     """A witness's view plus, for lost writes, Kafka's record of it (``record``)."""
-    view = witness_view(w)
+    view = witness_view(w, origin=origin)
     view["record"] = witness_record(w, origin)
     if view["record"] is not None:
         view["extra"] = {k: v for k, v in view["extra"].items() if k not in RECORD_KEYS}
     return view
+
+
+def _wall_start(run: RunData, origin: float) -> str | None:
+    """The workload's start on the wall clock (UTC), from the history's header;
+    None for a history written before the header carried it."""
+    try:
+        zero = history_header(run.run_dir / "history.jsonl").get("wall_ns_at_zero")
+    except (OSError, ValueError):
+        return None
+    if not isinstance(zero, int) or isinstance(zero, bool):
+        return None
+    at = _dt.datetime.fromtimestamp(zero / 1e9 + origin, _dt.timezone.utc)
+    return at.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _quiet(a: dict[str, Any]) -> bool:
+    """A check that found nothing, or was not reported by the checkers (an
+    older or narrower results.json) without an error: a row of the compact
+    table, not a section."""
+    return not a["failing"] and not a["count"] and not a["witnesses"] and not a["error"]
 
 
 def _story(run: RunData, d: Any, tl: Any) -> list[str]:
@@ -146,7 +186,7 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
              "lost_writes", "inconsistent_offsets", "kind", "offset", "last_elr", "isr", "elr")
     for e in elections:
         ue_rows.append({
-            "partition": jtext(e.get("partition"), 40), "time": secs(e.get("time")),
+            "partition": jtext(e.get("partition"), 40), "time": secs(e.get("time"), d.origin),
             "index": jtext(e.get("index"), 20), "offset": jtext(e.get("offset"), 20),
             "last_elr": jtext(e.get("last_elr"), 100),
             "from": jtext(e.get("from_leader"), 40), "to": jtext(e.get("to_leader"), 40),
@@ -155,12 +195,13 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
             "extra": jtext({k: v for k, v in e.items() if k not in known}, 300) if set(e) - set(known) else "",
         })
     nemesis = [{
-        "time": f"{ev.time:.3f}", "end": "" if ev.end is None else f"{ev.end:.3f}",
+        "time": f"{ev.time - d.origin:.3f}", "end": "" if ev.end is None else f"{ev.end - d.origin:.3f}",
         "index": jtext(ev.index, 20), "f": jtext(ev.f, 60),
         "value": jtext(ev.value, 300), "error": jtext(ev.error, 300),
         "kind": ev.kind or "", "color": ev.color or "", "action": ev.action or "",
     } for ev in tl.events[:MAX_NEMESIS_ROWS]]
-    intervals = [{"kind": iv.kind, "color": iv.color, "start": f"{iv.start:.3f}", "end": f"{iv.end:.3f}",
+    intervals = [{"kind": iv.kind, "color": iv.color, "start": f"{iv.start - d.origin:.3f}",
+                  "end": f"{iv.end - d.origin:.3f}",
                   "duration": f"{iv.end - iv.start:.1f}", "nodes": ", ".join(iv.nodes),
                   "open": iv.open_at_end} for iv in tl.intervals]
 
@@ -168,14 +209,14 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
     cfg = run.config
     summary = [("Kafka version", jtext(cfg.get("kafka_version"), 80) or "unknown"),
                ("seed", jtext(cfg.get("seed"), 80) or "unknown"),
-               ("nodes", jtext(cfg.get("nodes"), 300) or "unknown"),
-               ("nemesis", jtext(cfg.get("nemesis"), 300) or "none")]
+               ("nodes", _names(cfg.get("nodes")) or "unknown"),
+               ("nemesis", _names(cfg.get("nemesis")) or "none")]
     summary += [("duration", f"{d.duration:.1f} s"
                   + (f" (set-up {d.setup:.1f} s, workload {d.span:.1f} s)" if d.start is not None else "")),
                 ("history ops", str(d.n_ops)),
                 ("client processes", str(len(d.processes))), ("metadata samples", str(len(d.samples)))]
     if isinstance(checker, dict) and checker:
-        summary.append(("checker", jtext(checker, 200)))
+        summary.append(("checker", _checker_text(checker)))
     verdict = run.verdict
     ctx_el = elections_context(run.results, stats, d.origin)
     failing = [a for a in anomalies if a["failing"]]
@@ -189,6 +230,7 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
     else:
         headline = "The checkers gave no verdict" + (": see the checker errors below." if run.errors else ".")
     logs = node_logs(run.run_dir)
+    wa = write_availability(run.ops)
     return {
         **ctx_el,
         "show_unknown_reasons": verdict == "unknown" and bool(ctx_el["unknown_reasons"]),
@@ -204,19 +246,25 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
         "summary": summary,
         "config_rows": _config_rows(cfg),
         "anomalies": anomalies,
-        # failing types first, then allowed ones that occurred, then the rest (stable: canonical order)
-        "sections": sorted(anomalies, key=lambda a: 0 if a["failing"] else 1 if a["count"] else 2),
+        # failing types first, then allowed ones that occurred, then the rest (stable: canonical order);
+        # the checks that found nothing fold into one compact table ("quiet")
+        "sections": sorted([a for a in anomalies if not _quiet(a)],
+                           key=lambda a: 0 if a["failing"] else 1 if a["count"] else 2),
+        "quiet": [a for a in anomalies if _quiet(a)],
         "n_failing": len(failing),
         "unclean": ue_rows,
         "has_results": run.results is not None,
         "plots": plot_list,
-        # the plots' time 0 (the workload's start) in seconds since the harness started
+        # the report's one clock: time 0 is the workload's start, this many seconds
+        # after the harness started (the set-up), at this wall-clock time
         "workload_start": None if d.start is None else f"{d.start:.1f}",
+        "wall_start": _wall_start(run, d.origin) if d.start is not None else None,
         "nemesis": nemesis,
         "nemesis_more": max(0, len(tl.events) - MAX_NEMESIS_ROWS),
         "intervals": intervals,
         "fault_colors": sorted(tl.colors.items()),
-        "stats": _with_write_share(_stats_rows(stats), run.ops),
+        "stats": _with_write_share(_stats_rows(stats), wa),
+        "checked": checked_lines(run.results, stats, d, tl, election_source(run.results), elections, wa),
         "settled_txns": _settled_rows(stats),
         "computed_ops": [{"f": jtext(f, 40), "ok": c.get("ok", 0), "fail": c.get("fail", 0), "info": c.get("info", 0)}
                          for f, c in sorted(d.op_counts.items())],

@@ -4,7 +4,6 @@ Everything returned here is plain text: the template escapes it.
 """
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from .digest import as_partition
@@ -16,22 +15,52 @@ MAX_TEXT = 300
 MAX_LIST = 8
 
 
-def jtext(v: Any, limit: int = MAX_TEXT) -> str:
+def words(v: Any, nested: bool = False) -> str:
+    """A value from the run as words, never raw JSON: strings as they are,
+    lists as ``[a, b]``, objects as ``key value, key value`` (bracketed when
+    nested), empty keys left out."""
     if v is None:
         return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
     if isinstance(v, str):
-        s = v
-    else:
-        try:
-            s = json.dumps(v, ensure_ascii=False, default=str, separators=(", ", ": "))
-        except (TypeError, ValueError):
-            s = repr(v)
+        return v
+    if isinstance(v, (int, float)):
+        return str(v)
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(words(x, True) for x in v) + "]"
+    if isinstance(v, dict):
+        inner = ", ".join(f"{k} {words(x, True)}".rstrip() for k, x in v.items() if x is not None)
+        return f"({inner})" if nested else inner
+    return str(v)
+
+
+def jtext(v: Any, limit: int = MAX_TEXT) -> str:
+    """``words(v)`` cut to ``limit`` characters."""
+    try:
+        s = words(v)
+    except RecursionError:
+        s = repr(v)
     return s if len(s) <= limit else s[:limit] + " …"
 
 
-def secs(ns: Any) -> str:
+def flat_rows(config: dict[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
+    """A nested config as (dotted key, leaf value) rows: a table, not JSON."""
+    out: list[tuple[str, Any]] = []
+    for k, v in config.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and v:
+            out += flat_rows(v, key + ".")
+        else:
+            out.append((key, v))
+    return out
+
+
+def secs(ns: Any, origin: float = 0.0) -> str:
+    """History time ``ns`` as seconds on the report's one clock: since the
+    workload's start ``origin`` (s on the history's clock); set-up is negative."""
     if isinstance(ns, (int, float)) and not isinstance(ns, bool):
-        return f"{ns / 1e9:.3f}"
+        return f"{ns / 1e9 - origin:.3f}"
     return ""
 
 
@@ -49,7 +78,8 @@ def _key(p: Any) -> Any:
         return str(p)
 
 
-def op_row(op: dict[str, Any], partition: Any, w_offsets: set[Any], w_values: set[Any]) -> dict[str, Any]:
+def op_row(op: dict[str, Any], partition: Any, w_offsets: set[Any], w_values: set[Any],
+           origin: float = 0.0) -> dict[str, Any]:
     """One witness op as table cells. ``hl`` marks an op that carries one of
     the witness's offsets or values in the witness's partition."""
     p_w = _key(as_partition(partition))
@@ -123,7 +153,7 @@ def op_row(op: dict[str, Any], partition: Any, w_offsets: set[Any], w_values: se
             values += f" ({jtext(op.get('isolation'), 40)})"
     elif v is not None:
         values = jtext(v, 160)
-    done, invoked = secs(op.get("time")), secs(op.get("invoke_time"))
+    done, invoked = secs(op.get("time"), origin), secs(op.get("invoke_time"), origin)
     return {
         "index": jtext(op.get("index") if op.get("index") is not None else op.get("invoke_index"), 20),
         "time": done or (invoked + " (invoked)" if invoked else ""),
@@ -141,7 +171,7 @@ def op_row(op: dict[str, Any], partition: Any, w_offsets: set[Any], w_values: se
     }
 
 
-def fault_text(fault: Any, since: str = "since") -> tuple[str, str | None]:
+def fault_text(fault: Any, since: str = "since", origin: float = 0.0) -> tuple[str, str | None]:
     """(text, colour) for one active fault of a witness context."""
     if isinstance(fault, dict):
         f = fault.get("f") or fault.get("fault") or fault.get("kind") or ""
@@ -157,9 +187,9 @@ def fault_text(fault: Any, since: str = "since") -> tuple[str, str | None]:
         elif value is not None:
             parts.append(jtext(value, 160))
         if isinstance(fault.get("time"), (int, float)):
-            parts.append(f"{since} {fault['time'] / 1e9:.3f} s")
+            parts.append(f"{since} {secs(fault['time'], origin)} s")
         if isinstance(fault.get("healed_time"), (int, float)):
-            parts.append(f"(healed at {fault['healed_time'] / 1e9:.3f} s)")
+            parts.append(f"(healed at {secs(fault['healed_time'], origin)} s)")
         _, kind = fault_boundary(f, value if isinstance(value, dict) else {"fault": fault.get("fault")})
         color = (safe_color(value.get("color")) if isinstance(value, dict) else None) or \
             (default_color(kind) if kind else None)
@@ -189,7 +219,7 @@ _FAULT_KEYS = ("faults", "active_faults", "nemesis")
 _RECENT_KEYS = ("recent_nemesis", "recent_faults", "recent")
 
 
-def context_items(ctx: Any) -> dict[str, Any]:
+def context_items(ctx: Any, origin: float = 0.0) -> dict[str, Any]:
     """Witness context as {"faults": [(text, colour)], "state": text, "other": [(key, text)]}.
 
     Accepts ``faults`` (list of nemesis ops ``{f, value, time?}`` or strings)
@@ -208,12 +238,12 @@ def context_items(ctx: Any) -> dict[str, Any]:
             out["has_faults_key"] = True
             fs = rest.pop(k)
             fs = fs if isinstance(fs, list) else [fs] if fs else []
-            out["faults"] += [fault_text(x) for x in fs]
+            out["faults"] += [fault_text(x, origin=origin) for x in fs]
     for k in _RECENT_KEYS:
         if k in rest:
             rs = rest.pop(k)
             rs = rs if isinstance(rs, list) else [rs] if rs else []
-            out["recent"] += [fault_text(x, since="at") for x in rs]
+            out["recent"] += [fault_text(x, since="at", origin=origin) for x in rs]
     sample = None
     for k in _SAMPLE_KEYS:
         if k in rest and (rest[k] is None or isinstance(rest[k], dict)):
@@ -234,8 +264,8 @@ def context_items(ctx: Any) -> dict[str, Any]:
         out["view"] = ", ".join(bits)          # the leader/ISR view, without when it was sampled
         t = sample.get("time", sample.get("sample_time"))
         if isinstance(t, (int, float)):
-            out["sampled_at"] = f"{t / 1e9:.3f}"
-            bits.insert(len(bits) - (1 if others else 0), f"sampled at {t / 1e9:.3f} s")
+            out["sampled_at"] = secs(t, origin)
+            bits.insert(len(bits) - (1 if others else 0), f"sampled at {secs(t, origin)} s")
         out["state"] = ", ".join(bits)
     for k, v in rest.items():
         out["other"].append((jtext(k, 60), jtext(v)))
@@ -262,14 +292,16 @@ def group_witnesses(views: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return groups
 
 
-def witness_view(w: dict[str, Any], max_ops: int = 50) -> dict[str, Any]:
+def witness_view(w: dict[str, Any], max_ops: int = 50, origin: float = 0.0) -> dict[str, Any]:
+    """A witness as display strings; times in seconds since the workload's
+    start ``origin`` (s on the history's clock)."""
     p = w.get("partition")
     offs = w.get("offsets") if isinstance(w.get("offsets"), list) else []
     vals = w.get("values") if isinstance(w.get("values"), list) else []
     w_offs = {_key(o) for o in offs}
     w_vals = {_key(v) for v in vals}
     ops = [o for o in (w.get("ops") or []) if isinstance(o, dict)]
-    rows = [op_row(o, p, w_offs, w_vals) for o in ops[:max_ops]]
+    rows = [op_row(o, p, w_offs, w_vals, origin) for o in ops[:max_ops]]
     extra = {k: jtext(v) for k, v in w.items()
              if k not in ("partition", "offsets", "values", "ops", "context", "cycle")}
     return {
@@ -278,7 +310,7 @@ def witness_view(w: dict[str, Any], max_ops: int = 50) -> dict[str, Any]:
         "vals": _list(vals) if vals else "",
         "rows": rows,
         "more_ops": max(0, len(ops) - max_ops),
-        "context": context_items(w.get("context")),
+        "context": context_items(w.get("context"), origin),
         "extra": extra,
         "cycle": cycle_text(w.get("cycle")),
     }

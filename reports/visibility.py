@@ -23,7 +23,7 @@ from matplotlib.lines import Line2D
 
 from .digest import Digest
 from .faults import FaultTimeline
-from .figure import MAX_POINTS, WIDTH_IN, Plot, downsample, fault_handles, legend, origin_note, png, shade, time_axis
+from .figure import MAX_POINTS, WIDTH_IN, Plot, downsample, fault_handles, legend, png, shade, time_axis
 
 MAX_LINES = 8            # partitions drawn as their own line (the total is always drawn)
 GRID = 1500              # points of the unseen step line
@@ -84,7 +84,7 @@ def unseen_plot(d: Digest, tl: FaultTimeline) -> Plot:
     ax.set_ylim(0, max(1.0, float(total.max()) * 1.08))
     axis = time_axis([ax], d)
     legend(ax, handles + fault_handles(tl), ncol=8)
-    return Plot("unseen", title, caption + origin_note(d.origin), png(fig), **axis)
+    return Plot("unseen", title, caption, png(fig), **axis)
 
 
 def lag_points(d: Digest) -> dict[Any, tuple[np.ndarray, np.ndarray]]:
@@ -148,7 +148,7 @@ def lag_plot(d: Digest, tl: FaultTimeline) -> Plot:
     ax.set_ylim(0, max(0.1, max(float(pts[p][1].max()) for p in shown) * 1.08))
     axis = time_axis([ax], d)
     legend(ax, handles + fault_handles(tl), ncol=8)
-    return Plot("lag", title, caption + origin_note(d.origin), png(fig), **axis)
+    return Plot("lag", title, caption, png(fig), **axis)
 
 
 __all__ = ["unseen_plot", "lag_plot", "unseen_series", "lag_points"]

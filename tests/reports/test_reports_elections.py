@@ -119,7 +119,7 @@ def test_timeline_attribution_and_replicas(fixture_copy):
     witnesses = lost.split('<div class="witness">')[1:]
     w1, w2 = _text(witnesses[0]), _text(witnesses[1])
     assert "removed by: unclean election, epoch 1, new leader n3" in w1
-    assert f"({17.5 - origin:.3f} s on the plots' axis)" in w1 and "metadata log offset 77" in w1
+    assert f"at {17.5 - origin:.3f} s," in w1   # the report's one clock: since the workload started and "metadata log offset 77" in w1
     assert "n1: absent; n2: absent; n3: absent" in w1 and "(absent from every replica)" in w1
     assert "unattributed: start offset of leader epoch 1 unknown" in w2
     assert "present at offset 20 on n1 — never served" in w2 and "n2: absent" in w2 and "n3: not read" in w2
