@@ -15,7 +15,7 @@ LOG_FORMAT = "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"
 
 
 # What a run folder holds when the run failed before its workload (docs/design.md,
-# "One run, end to end"): the error, one line; the folder is never linked as latest.
+# "The store"): the error, one line; the folder is never linked as latest.
 EARLY_FAILURE = "failed-before-workload.txt"
 
 
