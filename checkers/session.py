@@ -9,7 +9,8 @@ The JVM's own start-up warnings (``WARNING: Using incubator modules:
 jdk.incubator.vector``) are not the console's either: the driver's stderr is
 read line by line (``_pump_stderr``), its ``WARNING:`` lines logged at INFO (the
 run's kchaos.log, or the console with -v) and every other line written to
-stderr as before, so a JVM that cannot start still says why.
+stderr as before (its stdout stays inherited: HotSpot prints why it could not
+start there), so a JVM that cannot start still says why.
 
 Fast because an analysis pays the driver JVM's start and warm-up every time
 (docs/design.md, "What the checkers decide"): the JIT stops at C1
@@ -182,8 +183,8 @@ def _launch_driver(master: str, conf: dict[str, str]) -> None:
     """Start the driver JVM as PySpark would (``launch_gateway``, with the
     settings the builder passes), but with its stderr on a pipe read by
     ``_pump_stderr`` instead of inherited; the builder then finds it running.
-    The pipe is read from before the JVM starts, so a JVM that dies at start-up
-    has said why on stderr before the error is raised."""
+    The pipe is read from before the JVM starts, and a JVM that dies at start-up
+    has its stderr lines written before PySpark's error is raised."""
     from pyspark import SparkConf, SparkContext
     from pyspark.java_gateway import launch_gateway
     spark_conf = SparkConf().setMaster(master).setAppName("kchaos-checkers").setAll(list(conf.items()))

@@ -211,7 +211,7 @@ def register(app: click.Group) -> None:
         return 0 if all_same else 1
 
 
-def _check_versions(suite_file: Path, planned: list) -> None:
+def _check_versions(suite_file: Path, planned: list[suite_config.PlannedRun]) -> None:
     """Every Kafka version the runs use resolves (infra.distribution.check_available),
     so a dry run does not list a run that would fail at its first step."""
     for version in dict.fromkeys(p.config.kafka_version for p in planned):
