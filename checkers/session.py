@@ -5,6 +5,13 @@ line (a log4j2 file shipped with the package, not setLogLevel after startup),
 no progress bar, no UI. Small because the harness host is small: local[2],
 4 shuffle partitions, modest driver memory, all overridable.
 
+The JVM's own start-up warnings (``WARNING: Using incubator modules:
+jdk.incubator.vector``) are not the console's either: the driver's stderr is
+read line by line (``_pump_stderr``), its ``WARNING:`` lines logged at INFO (the
+run's kchaos.log, or the console with -v) and every other line written to
+stderr as before (its stdout stays inherited: HotSpot prints why it could not
+start there), so a JVM that cannot start still says why.
+
 Fast because an analysis pays the driver JVM's start and warm-up every time
 (docs/design.md, "What the checkers decide"): the JIT stops at C1
 (``JVM_OPTIONS``: C2's compile threads fight the analysis for 2 cores and its
@@ -19,9 +26,11 @@ import glob
 import hashlib
 import logging
 import os
+import re
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -153,8 +162,51 @@ def _finish_recording() -> None:
         tmp.unlink(missing_ok=True)
 
 
+# A line the JVM writes at start-up about its own set-up, not about the analysis.
+JVM_WARNING = re.compile(r"^WARNING: ")
+
+
+def _pump_stderr(fd: int) -> None:
+    """Until the driver JVM exits: its ``WARNING:`` lines to the log at INFO,
+    every other line (log4j's errors, why the JVM could not start) to stderr."""
+    with os.fdopen(fd, "rb") as stream:
+        for raw in iter(stream.readline, b""):
+            line = raw.decode(errors="replace")
+            if JVM_WARNING.match(line):
+                log.info("Spark driver JVM: %s", line.rstrip())
+            else:
+                sys.stderr.write(line)
+                sys.stderr.flush()
+
+
+def _launch_driver(master: str, conf: dict[str, str]) -> None:
+    """Start the driver JVM as PySpark would (``launch_gateway``, with the
+    settings the builder passes), but with its stderr on a pipe read by
+    ``_pump_stderr`` instead of inherited; the builder then finds it running.
+    The pipe is read from before the JVM starts, and a JVM that dies at start-up
+    has its stderr lines written before PySpark's error is raised."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+    spark_conf = SparkConf().setMaster(master).setAppName("kchaos-checkers").setAll(list(conf.items()))
+    read_fd, write_fd = os.pipe()
+    pump = threading.Thread(target=_pump_stderr, args=(read_fd,), name="spark-jvm-stderr", daemon=True)
+    pump.start()
+    try:
+        gateway = launch_gateway(spark_conf, popen_kwargs={"stderr": write_fd})
+    except BaseException:
+        os.close(write_fd)
+        pump.join(timeout=10)       # the JVM has exited: its last lines are on their way
+        raise
+    os.close(write_fd)              # the JVM holds its own copy; EOF comes when it exits
+    SparkContext._gateway = gateway
+    SparkContext._jvm = gateway.jvm
+
+
 def _build(master: str, conf: dict[str, str]) -> Any:
+    from pyspark import SparkContext
     from pyspark.sql import SparkSession
+    if SparkContext._gateway is None:
+        _launch_driver(master, conf)
     builder = SparkSession.builder.master(master).appName("kchaos-checkers")
     for k, v in conf.items():
         builder = builder.config(k, v)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import click
@@ -10,7 +11,7 @@ from rich.text import Text
 
 from harness.analysis import analyze
 from harness.progress import ConsoleProgress, verbosity_of, verbosity_options
-from harness.store import resolve_run_dir
+from harness.store import attach_log_file, resolve_run_dir
 from nemesis.packages import BY_NAME_ONLY, PACKAGES
 from nemesis.scenarios import SCENARIOS
 
@@ -117,9 +118,15 @@ def register(app: click.Group) -> None:
     @click.option("--spark-master", default=None, help="Spark master (default local[2]).")
     @click.option("--engine", type=click.Choice(["auto", "spark", "reference"]), default=None,
                   help="Checker engine (default auto: the reference for small histories, Spark for large).")
-    def analyze_cmd(run_dir: Path, spark_master: str | None, engine: str | None) -> int:
-        """Re-run the checkers on a stored run and rewrite results and reports."""
+    @verbosity_options
+    def analyze_cmd(run_dir: Path, spark_master: str | None, engine: str | None, verbose: int, quiet: bool) -> int:
+        """Re-run the checkers on a stored run and rewrite results and reports.
+
+        Log lines of the analysis (the Spark driver JVM's start-up warnings
+        among them) are added to the run's kchaos.log; -v shows them too.
+        """
         from reports import console_summary   # here: see the note on imports above
+        verbosity = verbosity_of(verbose, quiet)
         run_dir = resolve_run_dir(run_dir)
         stored = json.loads((run_dir / "config.json").read_text()) if (run_dir / "config.json").exists() else {}
         checker = dict(stored.get("checker") or {})
@@ -127,8 +134,16 @@ def register(app: click.Group) -> None:
             checker["spark_master"] = spark_master
         if engine:
             checker["engine"] = engine
-        verdict = analyze(run_dir, checker)
-        console_summary(run_dir, console)
+        log_handler = attach_log_file(run_dir)
+        try:
+            verdict = analyze(run_dir, checker)
+        finally:
+            logging.getLogger().removeHandler(log_handler)
+            log_handler.close()
+        if verbosity < 0:
+            console.print(verdict_line(run_dir), soft_wrap=True)
+        else:
+            console_summary(run_dir, console)
         return {True: 0, False: 1}.get(verdict, 2)
 
     @app.command("report")

@@ -27,7 +27,7 @@ from harness.progress import RunListener, as_listener, fault_line
 from harness.record_collector import collect_records
 from harness.run_cluster import ClusterHandle, cluster_up, mark_kept, sweep_dead_runs
 from harness.run_config import RunConfig, workload_kind
-from harness.store import attach_log_file, new_run_dir, write_json
+from harness.store import attach_log_file, link_latest, new_run_dir, record_early_failure, write_json
 from harness.worker_loops import WorkerLoops
 from history.fault_intervals import FaultTracker, NemesisOp
 from history.ops import ACTION_START, FAIL, INFO, INVOKE, NEMESIS, OK, POLL, SAMPLER, SEND, TXN
@@ -107,7 +107,11 @@ class Runner:
             self._phase_cluster()
             self._phase_workload()
             self._phase_final()
-        except (Interrupted, KeyboardInterrupt) as exc:
+        except BaseException as exc:
+            if not self.t0:      # before the workload: latest stays at the last run worth a report
+                record_early_failure(run_dir, exc)
+            if not isinstance(exc, (Interrupted, KeyboardInterrupt)):
+                raise
             interrupted = True
             log.warning("run interrupted (%s): healing and tearing down", exc)
             self.events.note(f"interrupted ({exc}): healing faults and tearing down")
@@ -149,6 +153,7 @@ class Runner:
     def _phase_workload(self) -> None:
         cfg = self.cfg
         self.t0 = time.monotonic()
+        link_latest(Path(cfg.store), self.run_dir)   # from here on the folder has a history to report
         self.events.phase("workload", f"{cfg.time_limit:g} s, {cfg.concurrency} workers, faults: "
                           f"{', '.join(cfg.nemesis.faults) or 'none'}", time_limit=cfg.time_limit)
         if cfg.nemesis.faults:

@@ -1,6 +1,7 @@
 """The store: one folder per run, ``store/<name>/<timestamp>/``, and ``latest`` links."""
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -13,7 +14,15 @@ from infra.errors import UsageError
 LOG_FORMAT = "%(asctime)s %(levelname)s %(threadName)s %(name)s: %(message)s"
 
 
+# What a run folder holds when the run failed before its workload (docs/design.md,
+# "The store"): the error, one line; the folder is never linked as latest.
+EARLY_FAILURE = "failed-before-workload.txt"
+
+
 def new_run_dir(store: Path, name: str) -> Path:
+    """A new, empty run folder. ``latest`` is not moved here: a run that fails
+    before its workload must leave it at the last run worth a report
+    (``link_latest``)."""
     stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
     base = Path(store) / name
     run_dir = base / stamp
@@ -22,12 +31,26 @@ def new_run_dir(store: Path, name: str) -> Path:
         n += 1
         run_dir = base / f"{stamp}-{n}"
     run_dir.mkdir(parents=True)
-    for link, target in ((base / "latest", run_dir.name), (Path(store) / "latest", Path(name) / run_dir.name)):
+    return run_dir
+
+
+def link_latest(store: Path, run_dir: Path) -> None:
+    """Point ``store/<name>/latest`` and ``store/latest`` at ``run_dir``
+    (``store/<name>/<stamp>``), each by an atomic rename."""
+    run_dir = Path(run_dir)
+    base = run_dir.parent
+    for link, target in ((base / "latest", run_dir.name), (Path(store) / "latest", os.path.relpath(run_dir, store))):
         tmp = link.with_name(f".{link.name}.{os.getpid()}")
         tmp.unlink(missing_ok=True)
         tmp.symlink_to(target)
         tmp.replace(link)
-    return run_dir
+
+
+def record_early_failure(run_dir: Path, exc: BaseException) -> None:
+    """Say in the folder why the run stopped before its workload, so it is not
+    an unexplained empty run (its kchaos.log and nodes/ hold the rest)."""
+    with contextlib.suppress(OSError):
+        (Path(run_dir) / EARLY_FAILURE).write_text(f"{type(exc).__name__}: {exc}\n")
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -58,6 +81,9 @@ def resolve_run_dir(path: Path) -> Path:
         path = (path / "latest").resolve()
     if not path.is_dir():
         raise UsageError(f"{path} is not a run folder")
+    if (path / EARLY_FAILURE).exists():
+        why = (path / EARLY_FAILURE).read_text(errors="replace").strip()
+        raise UsageError(f"{path}: the run failed before its workload ({why}); see its kchaos.log")
     if not (path / "history.jsonl").exists():
         raise UsageError(f"{path} has no history.jsonl: not a kchaos run folder")
     return path

@@ -13,7 +13,8 @@ from rich.text import Text
 from harness import run_config, schedule, suite_config
 from harness.progress import ConsoleProgress, verbosity_of, verbosity_options
 from harness.store import resolve_run_dir
-from infra.errors import UsageError
+from infra.distribution import check_available
+from infra.errors import KafkaVersionNotFound, UsageError
 
 console = Console()
 err_console = Console(stderr=True)
@@ -82,7 +83,8 @@ def register(app: click.Group) -> None:
     @click.option("--store", default=None, help="Store folder (default: the base config's, else ./store; "
                   "with --rerun-failed, each original run's store).")
     @click.option("--time-budget", type=float, default=None, help="Seconds for the whole suite (overrides the file).")
-    @click.option("--dry-run", is_flag=True, help="List the runs the matrix expands to (or the runs "
+    @click.option("--dry-run", is_flag=True, help="List the runs the matrix expands to, once every Kafka "
+                  "version they use is found in the cache or on Maven Central (or list the runs "
                   "--rerun-failed would rerun), and exit.")
     @click.option("--rerun-failed", "rerun_dir", type=click.Path(path_type=Path), default=None,
                   metavar="SUITE_DIR", help="Rerun the invalid and unknown runs of this suite folder with their "
@@ -113,6 +115,7 @@ def register(app: click.Group) -> None:
             suite.time_budget = time_budget
         planned = suite_config.expand(suite, store)
         if dry_run:
+            _check_versions(suite_file, planned)
             for p in planned:
                 c = p.config
                 console.print(f"{p.index:3d}  {p.name}  {p.cell}  ({c.nodes} nodes, {c.time_limit:g} s)",
@@ -206,6 +209,17 @@ def register(app: click.Group) -> None:
         if failed:
             return 3
         return 0 if all_same else 1
+
+
+def _check_versions(suite_file: Path, planned: list[suite_config.PlannedRun]) -> None:
+    """Every Kafka version the runs use resolves (infra.distribution.check_available),
+    so a dry run does not list a run that would fail at its first step."""
+    for version in dict.fromkeys(p.config.kafka_version for p in planned):
+        try:
+            check_available(version)
+        except KafkaVersionNotFound as exc:
+            runs = ", ".join(p.name for p in planned if p.config.kafka_version == version)
+            raise UsageError(f"{suite_file}: {exc} (runs {runs})") from None
 
 
 def _rerun_failed(suite_dir: Path, store: str | None, dry_run: bool, verbosity: int) -> int:

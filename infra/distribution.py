@@ -124,12 +124,42 @@ def render_pom(version: str) -> str:
                                extra_dependencies=dependencies)
 
 
+def _cache_folder(version: str, pom: str, cache: Path | None) -> Path:
+    # The POM's hash is in the folder name: a changed resolution never reuses a stale cache.
+    return (cache or cache_root()) / "kafka" / f"{version}-{hashlib.sha256(pom.encode()).hexdigest()[:8]}"
+
+
+def check_available(version: str, cache: Path | None = None) -> None:
+    """Raise KafkaVersionNotFound unless ``version`` would resolve: it is in the
+    cache, or Maven finds Kafka's POM for it (a few kB: a dry run checks
+    without fetching the jars a run needs)."""
+    validate_version(version)
+    if (_cache_folder(version, render_pom(version), cache) / ".complete").exists():
+        return
+    if shutil.which("mvn") is None:
+        raise KafkaVersionNotFound(f"Kafka version {version} cannot be checked: mvn is not installed")
+    try:
+        proc = subprocess.run(
+            ["mvn", "-B", "-q", "dependency:get", f"-Dartifact=org.apache.kafka:kafka_2.13:{version}:pom",
+             "-Dtransitive=false"], capture_output=True, text=True, timeout=300)
+    except subprocess.TimeoutExpired:
+        raise KafkaVersionNotFound(f"Kafka version {version} cannot be checked: mvn took over 300 s") from None
+    if proc.returncode == 0:
+        return
+    text = proc.stdout + proc.stderr
+    if "Could not find artifact" in text or "was not found in" in text:
+        raise KafkaVersionNotFound(f"Kafka version {version} does not exist on Maven Central "
+                                   f"(org.apache.kafka:kafka_2.13:{version}); try {DEFAULT_KAFKA_VERSION}")
+    last = [l for l in re.sub(r"\x1b\[[0-9;]*m", "", text).splitlines() if "ERROR" in l][:1]
+    raise KafkaVersionNotFound(f"Kafka version {version} cannot be checked: mvn failed: "
+                               f"{last[0].strip()[:300] if last else 'no output'}")
+
+
 def resolve_kafka(version: str = DEFAULT_KAFKA_VERSION, cache: Path | None = None) -> KafkaDistribution:
     """Return the cached distribution, resolving it with mvn on first use."""
     validate_version(version)
     pom = render_pom(version)
-    # The POM's hash is in the folder name: a changed resolution never reuses a stale cache.
-    root = (cache or cache_root()) / "kafka" / f"{version}-{hashlib.sha256(pom.encode()).hexdigest()[:8]}"
+    root = _cache_folder(version, pom, cache)
     done = root / ".complete"
     dist = KafkaDistribution(version, root)
     if done.exists():

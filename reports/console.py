@@ -11,6 +11,7 @@ from checkers.groups import GROUP_TYPES
 from checkers.txn import TXN_TYPES
 
 from .availability import write_availability
+from .elections_page import unknown_reasons
 from .load import INVALID, VALID, load_run
 
 _STYLE = {VALID: "bold green", INVALID: "bold red"}
@@ -28,9 +29,26 @@ def idle_types(results: dict) -> set[str]:
     return idle
 
 
+def never_drained(results: dict | None) -> bool:
+    """The run recorded no final drain at all (interrupted or killed before it):
+    its unseen writes are unseen because nothing read them at the end, which says
+    more than the count of unseen writes. Results from before the checkers counted
+    drains (no ``stats.drains``) say nothing either way."""
+    drains = ((results or {}).get("stats") or {}).get("drains")
+    return isinstance(drains, dict) and not drains.get("ops")
+
+
+def why_unknown(results: dict | None) -> list[str]:
+    """The lines under an unknown verdict: whether the run reached its final
+    drain, then the checkers' reasons (results.json's ``unknown``)."""
+    lines = ["the run never reached its final drain (interrupted or killed): no read at the end "
+             "looked for the acknowledged writes"] if never_drained(results) else []
+    return lines + unknown_reasons(results)
+
+
 def console_summary(run_dir: Path, console: Console | None = None) -> None:
-    """Print a table of anomaly counts (type, count, allowed), the verdict and
-    the report's path."""
+    """Print a table of anomaly counts (type, count, allowed), the verdict (an
+    unknown one with its reasons under it) and the report's path."""
     console = console or Console()
     run = load_run(Path(run_dir))
     verdict = run.verdict
@@ -69,6 +87,9 @@ def console_summary(run_dir: Path, console: Console | None = None) -> None:
         console.print(Text("checker error: ", style="red") + Text(err))
     label = {VALID: "valid", INVALID: "INVALID"}.get(verdict, "unknown")
     console.print(Text("verdict: ") + Text(label, style=_STYLE.get(verdict, "bold yellow")))
+    if verdict not in (VALID, INVALID):
+        for why in why_unknown(run.results):
+            console.print(Text("  because ", style="yellow") + Text(why))
     report = Path(run_dir) / "report.html"
     if report.exists():
         console.print(Text("report: ") + Text(str(report.resolve()), style="underline"))

@@ -42,7 +42,7 @@ class FakeRunner:
         self.calls: list[str] = []
 
     def __call__(self, cfg, progress):
-        from harness.store import new_run_dir
+        from harness.store import link_latest, new_run_dir
         from harness.suite import Attempt
         self.calls.append(cfg.name)
         self.clock.t += self.seconds
@@ -55,6 +55,7 @@ class FakeRunner:
             return Attempt(None, 130, interrupted=True)
         run_dir = new_run_dir(Path(cfg.store), cfg.name)
         make_run_dir(run_dir, cfg.name, kind, seed=cfg.seed or 1)
+        link_latest(Path(cfg.store), run_dir)   # as a run that reached its workload does
         return Attempt(run_dir, {"valid": 0, "invalid": 1}.get(kind, 2), kind)
 
 

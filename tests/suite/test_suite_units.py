@@ -2,8 +2,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -221,3 +223,59 @@ def test_loop_stops_on_interrupt(tmp_path):
     doc = json.loads((suite_dir / "suite.json").read_text())
     assert doc["status"] == "interrupted"
     assert [r["outcome"] for r in doc["runs"]] == ["valid", "interrupted", "skipped"]
+
+
+# ---- --dry-run checks the Kafka versions resolve ------------------------------------
+
+def _fake_mvn(tmp_path, monkeypatch, missing: str) -> Path:
+    """A `mvn` on PATH that finds every Kafka POM but ``missing``'s (as Maven Central
+    answers), and logs each version it was asked about. (Versions in kchaos's cache
+    are not asked about.)"""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    asked = tmp_path / "asked"
+    mvn = bin_dir / "mvn"
+    mvn.write_text(f"""#!/bin/sh
+for a in "$@"; do case "$a" in -Dartifact=*) echo "$a" >> {asked};; esac; done
+case "$*" in *:{missing}:pom*)
+  echo "[ERROR] Failed to execute goal: org.apache.kafka:kafka_2.13:pom:{missing} was not found in https://repo.maven.apache.org/maven2"
+  exit 1;;
+esac
+exit 0
+""")
+    mvn.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:{os.environ['PATH']}")
+    return asked
+
+
+def test_check_available_asks_maven_for_the_pom_only(tmp_path, monkeypatch):
+    from infra.distribution import check_available
+    from infra.errors import KafkaVersionNotFound
+    asked = _fake_mvn(tmp_path, monkeypatch, missing="0.0.1")
+    monkeypatch.setenv("KCHAOS_CACHE", str(tmp_path / "cache"))   # nothing cached: mvn is asked
+    check_available("4.3.1")
+    with pytest.raises(KafkaVersionNotFound, match="Kafka version 0.0.1 does not exist on Maven Central"):
+        check_available("0.0.1")
+    assert asked.read_text().split() == ["-Dartifact=org.apache.kafka:kafka_2.13:4.3.1:pom",
+                                         "-Dartifact=org.apache.kafka:kafka_2.13:0.0.1:pom"]
+
+
+def test_dry_run_refuses_a_kafka_version_that_does_not_resolve(tmp_path, monkeypatch):
+    asked = _fake_mvn(tmp_path, monkeypatch, missing="0.0.1")
+    toml = tmp_path / "s.toml"
+    toml.write_text('name = "v"\n[base]\ntime_limit = 5\n[matrix]\nkafka_version = ["4.3.1", "0.0.1"]\n'
+                    'nemesis = ["none", "partition"]\n')
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "suite", str(toml), "--dry-run"],
+                       capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert p.returncode == 64, p.stderr
+    assert p.stdout == ""
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Kafka version 0.0.1 does not exist" in lines[0], p.stderr
+    assert "v-0.0.1-none" in lines[0] and "4.3.1-" not in lines[0]
+    questions = asked.read_text().split()
+    assert "-Dartifact=org.apache.kafka:kafka_2.13:0.0.1:pom" in questions
+    assert len(questions) == len(set(questions))        # once a version, not once a run
+    toml.write_text(toml.read_text().replace('"0.0.1"', '"4.1.1"'))
+    p = subprocess.run([sys.executable, "-m", "harness.cli", "suite", str(toml), "--dry-run"],
+                       capture_output=True, text=True, timeout=120, cwd=Path(__file__).resolve().parents[2])
+    assert p.returncode == 0 and len(p.stdout.strip().splitlines()) == 4, p.stderr
