@@ -83,10 +83,24 @@ class Runner:
 
     # -- phases ---------------------------------------------------------------
     def execute(self) -> RunOutcome:
-        cfg = self.cfg
-        run_dir = new_run_dir(Path(cfg.store), cfg.name)
+        run_dir = new_run_dir(Path(self.cfg.store), self.cfg.name)
         self.run_dir = run_dir
+        # kchaos.log takes every phase's lines, the analysis's too (the Spark JVM's start-up warnings
+        # go there rather than to the console: checkers/session.py)
         log_handler = attach_log_file(run_dir)
+        try:
+            interrupted = self._run_phases(run_dir)
+            if interrupted:
+                return RunOutcome(run_dir, EXIT_INTERRUPTED, interrupted=True)
+            return self._phase_analysis()
+        finally:
+            logging.getLogger().removeHandler(log_handler)
+            log_handler.close()
+
+    def _run_phases(self, run_dir: Path) -> bool:
+        """Cluster, workload and final phase, then the teardown whatever happened;
+        True when Ctrl-C or SIGTERM interrupted them."""
+        cfg = self.cfg
         cfg_json = cfg.to_json()
         cfg_json["schedule_digest"] = schedule.digest(cfg)
         cfg_json["client_settings"] = effective_settings(offline_client_context(cfg))
@@ -124,11 +138,7 @@ class Runner:
             finally:
                 for s, handler in previous.items():
                     signal.signal(s, handler)
-                logging.getLogger().removeHandler(log_handler)
-                log_handler.close()
-        if interrupted:
-            return RunOutcome(run_dir, EXIT_INTERRUPTED, interrupted=True)
-        return self._phase_analysis()
+        return interrupted
 
     def _phase_cluster(self) -> None:
         cfg = self.cfg
