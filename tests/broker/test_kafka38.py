@@ -112,5 +112,9 @@ def test_records_read_a_transactional_partition_on_3_8(run38):
     node = kafka.nodes[0]
     assert node_kafka_version(node) == VERSION
     dump = read_replica_logs(node, topic, [0], max_records=1000)[0]
-    assert [v for _, v, _ in dump.records] == ["c1", "a1", "c2"]
+    assert [r[1] for r in dump.records] == ["c1", "a1", "c2"]
     assert dump.log_end_offset == 6   # three data records and three markers
+    # each data record's producer, and each transaction's marker after it (3.8's DumpLogSegments prints them too)
+    [producer] = {r[3] for r in dump.records}
+    assert [(m[0], m[1], m[3]) for m in dump.markers] == [(1, producer, "COMMIT"), (3, producer, "ABORT"),
+                                                          (5, producer, "COMMIT")]
