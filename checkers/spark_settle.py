@@ -10,9 +10,8 @@ import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
-from history.ops import READ_UNCOMMITTED
-
 from .settle import ABORTED, COMMITTED, MarkerOf, Settled, settle
+from .txn import read_committed
 
 if TYPE_CHECKING:
     from .spark_partition import Context
@@ -50,7 +49,7 @@ def settle_runs(ops: DataFrame, ctx: "Context", markers: dict[int, MarkerOf]) ->
             key = (r["partition"], r["value"])
             if r["drain"]:
                 drained[r["run"]].add(key)
-            if r["isolation"] != READ_UNCOMMITTED:
+            if read_committed(r["isolation"]):
                 mine = readers[r["run"]]
                 mine[key] = min(mine.get(key, (r["reader"], r["offset"])), (r["reader"], r["offset"]))
     out: dict[int, dict[int, Settled]] = {}
