@@ -26,6 +26,14 @@ or seed the plan drew) and compares the resolved nodes only when the plan
 fixed them; for a run-time target a node difference is shown as a note, not a
 mismatch. A stop or heal inherits this from the start(s) it ends.
 
+Two questions, answered apart. *Did everything match*: the three points
+above (``Comparison.matches``). *Did the failure come back*: for an original
+that was not valid, the reproduction reached the same verdict with every
+anomaly type that failed the original among its own; more types do not make
+it another failure (``Comparison.failure_came_back``). The software the runs
+ran on (config.json's ``ran_on``, harness/provenance.py) is compared first and
+shown as notes: another commit or library version does not decide either answer.
+
 The planned-schedule digest (``schedule.digest``: the plan recomputed from
 config.json) is only a cheap first check that config.json and the schedule
 code still give the original plan; it says nothing about what ran, and does
@@ -47,7 +55,8 @@ from rich.text import Text
 
 from history.fault_intervals import affected_nodes, nemesis_ops
 from history.ops import ACTION_HEAL, ACTION_START, ACTION_STOP, NEMESIS, HistoryFormatError, Op, read_history
-from reports.load import anomaly_rows, verdict_of
+from harness.provenance import differences
+from reports.load import VALID, anomaly_rows, verdict_of
 
 DEFAULT_TIME_TOLERANCE_S = 5.0
 
@@ -91,12 +100,12 @@ def planned_target(value: Any) -> tuple[str, bool | None]:
     parts = [str(topology if topology is not None else target if target is not None else "node")]
     parts += [f"{k}={value[k]}" for k in _PLAN_KEYS if value.get(k) is not None
               and not (k == "partition" and "partition_index" in value)]  # the resolved partition
-    if topology is not None:
-        fixed = topology not in RUNTIME_TOPOLOGIES
-    elif target == "random":
-        fixed = value.get("seed") is not None
-    else:
-        fixed = target not in RUNTIME_TARGETS
+    # A topology and a target can come together (a one-way cut of the leader): both must be fixed.
+    fixed = topology not in RUNTIME_TOPOLOGIES
+    if target == "random":
+        fixed = fixed and value.get("seed") is not None
+    elif target in RUNTIME_TARGETS:
+        fixed = False
     return " ".join(parts), fixed
 
 
@@ -150,6 +159,7 @@ class RunSummary:
     digest: str | None = None            # the planned-schedule digest its config.json stores
     problem: str | None = None           # why faults is None
     time_limit_s: float | None = None    # the workload's length: later fault ops are the final heals
+    ran_on: dict[str, Any] | None = None  # the software it ran on (harness/provenance.py)
 
     @classmethod
     def of(cls, ops: Iterable[Op], results: dict[str, Any] | None, run_dir: Path | None = None,
@@ -171,13 +181,15 @@ def load_run(run_dir: Path) -> RunSummary:
     except (OSError, ValueError):
         cfg = {}
     digest = cfg.get("schedule_digest")
-    limit = cfg.get("time_limit")
+    # The final heals come after the workload: its real length where recorded (harness/fault_pacing.py).
+    limit = cfg.get("workload_seconds", cfg.get("time_limit"))
     limit = float(limit) if isinstance(limit, (int, float)) and not isinstance(limit, bool) else None
     try:
         faults, problem = executed_faults(read_history(run_dir / "history.jsonl")), None
     except (OSError, HistoryFormatError) as exc:
         faults, problem = None, f"no readable history: {exc}"
-    return RunSummary(run_dir, faults, failing_types(results), verdict_of(results), digest, problem, limit)
+    return RunSummary(run_dir, faults, failing_types(results), verdict_of(results), digest, problem, limit,
+                      cfg.get("ran_on") if isinstance(cfg.get("ran_on"), dict) else None)
 
 
 @dataclass
@@ -213,7 +225,22 @@ class Comparison:
 
     @property
     def matches(self) -> bool:
+        """Did everything match: every executed step, every anomaly type, the verdict."""
         return self.same_faults and self.same_types and self.same_verdict
+
+    @property
+    def failure_came_back(self) -> bool | None:
+        """Did the original's failure come back: the same non-valid verdict with every
+        anomaly type that failed the original among the reproduction's (more types
+        do not make it another failure). None when the original did not fail."""
+        if self.original.verdict == VALID:
+            return None
+        return (self.reproduction.verdict == self.original.verdict
+                and set(self.original.anomaly_types) <= set(self.reproduction.anomaly_types))
+
+    def software_differences(self) -> list[str]:
+        """What differs in the software the two runs ran on (config.json's ran_on)."""
+        return differences(self.original.ran_on, self.reproduction.ran_on)
 
     def differences(self) -> list[str]:
         """Every mismatch, one line each."""
@@ -288,6 +315,13 @@ def render(cmp: Comparison, console, title: str) -> None:
     def mark(ok: bool, noted: bool = False) -> Text:
         return Text("ok", style="green") if ok and not noted else \
             Text("~", style="yellow") if ok else Text("DIFF", style="bold red")
+
+    software = cmp.software_differences()
+    for line in software:
+        console.print(Text(f"{title}: software differs: {line}", style="yellow"), soft_wrap=True)
+    if not software:
+        console.print(Text(f"{title}: same software (kchaos commit, packages, JDK, Kafka jars, node image)"),
+                      soft_wrap=True)
 
     steps = Table(title=Text(f"{title}: fault sequence as executed "
                              f"(times since workload start, tolerance {cmp.time_tolerance_s:g}s)"),

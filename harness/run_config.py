@@ -137,7 +137,7 @@ def _check_type(where: str, value: Any, default: Any) -> Any:
 
 
 # What a run adds to its stored config.json besides the config itself.
-STORED_KEYS = ("schedule_digest", "client_settings", "workload_kind")
+STORED_KEYS = ("schedule_digest", "client_settings", "workload_kind", "ran_on", "workload_seconds")
 
 
 def from_dict(data: dict[str, Any], source: str = "config") -> RunConfig:

@@ -9,6 +9,7 @@ op streams, and config.json records its name and checks.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import random
 import re
@@ -20,8 +21,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from broker.lifecycle import BrokerSettings
-from harness import schedule
+from harness import provenance, schedule
 from harness.analysis import analyze
+from harness.fault_pacing import FaultPace
 from harness.client_config import TOPIC, client_context, offline_client_context
 from harness.progress import RunListener, as_listener, fault_line
 from harness.record_collector import collect_records
@@ -34,7 +36,7 @@ from history.ops import ACTION_START, FAIL, INFO, INVOKE, NEMESIS, OK, POLL, SAM
 from history.recorder import Recorder
 from history.writer import HistoryWriter
 from infra.distribution import resolve_kafka
-from infra.image import build_node_image
+from infra.image import build_node_image, image_id
 from nemesis.packages import build_nemesis, build_packages, final_ops, heal_all
 from nemesis.protocol import NemesisContext
 from workloads.client import ClientContext, effective_settings
@@ -45,6 +47,9 @@ log = logging.getLogger(__name__)
 # The ops whose ok and info completions the progress line counts: the ones that move data,
 # whatever the workload kind (fails count whatever the op).
 PROGRESS_OPS = (SEND, POLL, TXN)
+# The longest the workload waits beyond its time limit for late fault steps (at least; the
+# time limit itself when longer): a nemesis op that hangs must not hold the run forever.
+MIN_FAULT_SLACK_S = 300.0
 EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_ERROR, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
 
@@ -80,6 +85,8 @@ class Runner:
         self.workers: WorkerLoops | None = None      # the worker threads' bodies, from the workload phase on
         self._threads: list[threading.Thread] = []
         self.t0 = 0.0
+        self.pace = FaultPace(0.0, self.cfg.time_limit)   # replaced when the workload starts
+        self.ran_on: dict[str, Any] = {}                   # config.json's ran_on (harness/provenance.py)
 
     # -- phases ---------------------------------------------------------------
     def execute(self) -> RunOutcome:
@@ -105,6 +112,7 @@ class Runner:
         cfg_json["schedule_digest"] = schedule.digest(cfg)
         cfg_json["client_settings"] = effective_settings(offline_client_context(cfg))
         cfg_json["workload_kind"] = self.kind.stored()
+        self.ran_on = cfg_json["ran_on"] = provenance.harness_side()
         write_json(run_dir / "config.json", cfg_json)
         self.recorder = Recorder(HistoryWriter(run_dir / "history.jsonl"))
         interrupted = False
@@ -144,7 +152,12 @@ class Runner:
         cfg = self.cfg
         if cfg.backend == "docker":  # cached after the first time; cluster_up finds both ready
             self.events.phase("image", f"Kafka {cfg.kafka_version} jars and node image")
-            build_node_image(resolve_kafka(cfg.kafka_version), cfg.base_image)
+            dist = resolve_kafka(cfg.kafka_version)
+            tag = build_node_image(dist, cfg.base_image)
+            self._store_ran({"ran_on": {**self.ran_on, **provenance.node_side(cfg.kafka_version, dist, tag,
+                                                                               image_id(tag))}})
+        else:
+            self._store_ran({"ran_on": {**self.ran_on, **provenance.node_side(cfg.kafka_version, None, None, None)}})
         self.events.phase("cluster", f"bringing up {cfg.nodes} Kafka {cfg.kafka_version} brokers")
         settings = BrokerSettings(properties=dict(cfg.broker), features=dict(cfg.broker_features))
         # Unique per run folder, and short: long suite run names must not collide when cut.
@@ -160,9 +173,20 @@ class Runner:
         if self.kind.set_up is not None:   # e.g. the transaction coordinator answers
             self.kind.set_up(self._client_context(0), cfg.seed, log)
 
+    def _store_ran(self, facts: dict[str, Any]) -> None:
+        """Add what is learnt while running (the node software, the workload's real
+        length) to config.json; run_config.STORED_KEYS names these keys."""
+        path = self.run_dir / "config.json"
+        stored = json.loads(path.read_text())
+        stored.update(facts)
+        write_json(path, stored)
+        if "ran_on" in facts:
+            self.ran_on = facts["ran_on"]
+
     def _phase_workload(self) -> None:
         cfg = self.cfg
         self.t0 = time.monotonic()
+        self.pace = FaultPace(self.t0, cfg.time_limit)
         link_latest(Path(cfg.store), self.run_dir)   # from here on the folder has a history to report
         self.events.phase("workload", f"{cfg.time_limit:g} s, {cfg.concurrency} workers, faults: "
                           f"{', '.join(cfg.nemesis.faults) or 'none'}", time_limit=cfg.time_limit)
@@ -175,11 +199,27 @@ class Runner:
                                    self._abandon, self._start, self.t0)
         workers = [self._start(self.workers.run, f"worker-{w}", w) for w in range(cfg.concurrency)]
         nemesis_thread = self._start(self._nemesis_loop, "nemesis") if self.nemesis else None
-        deadline = self.t0 + cfg.time_limit
-        while time.monotonic() < deadline:
-            time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
+        if nemesis_thread is None:
+            self.pace.finished()
+        # Every planned step runs, and the plan's tail after the last one (harness/fault_pacing.py);
+        # a step that hangs past the slack ends the workload all the same.
+        give_up = self.t0 + cfg.time_limit + max(MIN_FAULT_SLACK_S, cfg.time_limit)
+        while True:
+            now, end = time.monotonic(), self.pace.workload_end
+            if now >= end and not self.pace.walking:
+                break
+            if now >= give_up:
+                log.warning("fault steps ran %.0f s behind the plan: the workload ends with steps left",
+                            now - self.t0 - cfg.time_limit)
+                break
+            time.sleep(max(0.05, min(0.5, end - now)))
             self._report_progress()
         self.stop.set()
+        self.workload_s = time.monotonic() - self.t0
+        if self.workload_s > cfg.time_limit + 1:
+            self.events.note(f"the workload ran {self.workload_s:.0f} s (planned {cfg.time_limit:g} s): "
+                             f"fault steps took longer than planned, every one ran")
+        self._store_ran({"workload_seconds": round(self.workload_s, 3)})
         for t in [*workers, *([nemesis_thread] if nemesis_thread else [])]:
             t.join(timeout=cfg.workload.op_timeout + 30)
         if cfg.workload.crash_interval:
@@ -274,10 +314,16 @@ class Runner:
         return client_context(self.cfg, self.cluster.kafka.bootstrap(), process)
 
     def _nemesis_loop(self) -> None:
-        for at, op in schedule.fault_plan(self.cfg):
-            if self.stop.wait(max(0.0, self.t0 + at - time.monotonic())):
-                return
-            self._invoke_nemesis(op)
+        """Each planned step after its planned gap from the previous step's
+        completion (harness/fault_pacing.py)."""
+        try:
+            for at, op in schedule.fault_plan(self.cfg):
+                if self.stop.wait(max(0.0, self.pace.start_time(at) - time.monotonic())):
+                    return
+                self._invoke_nemesis(op)
+                self.pace.completed(at, time.monotonic())
+        finally:
+            self.pace.finished()
 
     def _invoke_nemesis(self, op: dict) -> dict:
         with self._nemesis_lock:

@@ -63,9 +63,9 @@ def _stored_config(run_dir: Path) -> tuple[dict[str, Any], Any]:
         raise UsageError(f"{path}: invalid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise UsageError(f"{path}: not a JSON object")
-    digest = data.pop("schedule_digest", None)
-    data.pop("client_settings", None)
-    data.pop("workload_kind", None)
+    digest = data.get("schedule_digest")
+    for key in run_config.STORED_KEYS:
+        data.pop(key, None)
     return data, digest
 
 
@@ -148,8 +148,13 @@ def register(app: click.Group) -> None:
         controller, isolate-leader, isolate-controller) a reproduction may hit another
         node, so only the planned target is compared and a node difference is a note.
         The planned-schedule digest (the plan recomputed from config.json) is shown as a
-        cheap first check only. Exit 0 when every reproduction matches, 1 otherwise, 3 when
-        a reproduction failed to run, 130 interrupted.
+        cheap first check only. Software differences (config.json's ran_on: kchaos commit,
+        Python packages, JDK, Kafka jars, node image) are printed first, as notes.
+
+        Two answers apart: did everything match, and, for an original that failed, did
+        the failure come back (the same verdict with every anomaly type that failed the
+        original; more types still count). Exit 0 when every reproduction matches
+        everything, 1 otherwise, 3 when a reproduction failed to run, 130 interrupted.
         """
         from harness import reproduce          # (both: pyarrow, see _print_suite)
         from harness.suite import default_runner
@@ -180,7 +185,7 @@ def register(app: click.Group) -> None:
             console.print(Text("the plan recomputed from config.json differs from the stored digest: config.json "
                                "or the schedule code changed since the original run", style="yellow"),
                           soft_wrap=True)
-        all_same, failed = True, False
+        all_same, failed, came_back, matched, ran = True, False, 0, 0, 0
         for i in range(1, times + 1):
             with ConsoleProgress(verbosity) as progress:
                 progress.begin(f"reproduction {i}/{times}")
@@ -197,6 +202,9 @@ def register(app: click.Group) -> None:
             cmp = reproduce.compare(original, new, time_tolerance)
             reproduce.render(cmp, console, tag)
             all_same &= cmp.matches
+            ran += 1
+            matched += cmp.matches
+            came_back += bool(cmp.failure_came_back)
             same_digest = new.digest == recomputed and stored_digest in (None, recomputed)
 
             def word(ok: bool, yes: str) -> Text:
@@ -206,6 +214,16 @@ def register(app: click.Group) -> None:
                           + Text("  verdict ") + word(cmp.same_verdict, "same")
                           + Text("  (planned-schedule digest ") + word(same_digest, "identical") + Text(")"),
                           soft_wrap=True)
+            if cmp.failure_came_back is not None:
+                console.print(Text(f"{tag}: the failure ({original.verdict}: "
+                                   f"{', '.join(original.anomaly_types) or 'no anomaly type'}) ")
+                              + (Text("came back", style="bold green") if cmp.failure_came_back
+                                 else Text("did not come back", style="bold red")), soft_wrap=True)
+        if ran:
+            summary = f"{ran} reproductions: everything matched in {matched} of {ran}"
+            if original.verdict != reproduce.VALID:
+                summary += f"; the failure came back in {came_back} of {ran}"
+            console.print(summary, highlight=False, soft_wrap=True)
         if failed:
             return 3
         return 0 if all_same else 1

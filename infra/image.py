@@ -79,6 +79,15 @@ def host_debian_mirror(sources_root: Path = Path("/etc/apt")) -> str:
                           "pass --base-image with an image of your own")
 
 
+def image_id(tag: str) -> str | None:
+    """The local engine's id of an image (sha256:...), None when it has none by that tag."""
+    import docker.errors     # (see _image_exists)
+    try:
+        return docker_client().images.get(tag).id
+    except docker.errors.ImageNotFound:
+        return None
+
+
 def _image_exists(tag: str) -> bool:
     import docker.errors     # here, not at the top: see infra.engine.engine_answers
     try:

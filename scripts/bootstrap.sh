@@ -43,13 +43,14 @@ if ! docker info >/dev/null 2>&1; then
   docker info >/dev/null 2>&1 || { log "dockerd did not answer within 60s; see /var/log/kchaos-dockerd.log"; exit 3; }
 fi
 
-# 3. Python environment, reinstalled when pyproject.toml changes.
+# 3. Python environment at the versions requirements.lock pins (scripts/lock-deps.sh updates it),
+#    reinstalled when pyproject.toml or the lock changes.
 stamp="$VENV/.kchaos-stamp"
-want="$(sha256sum "$ROOT/pyproject.toml" | cut -c1-16)"
+want="$(cat "$ROOT/pyproject.toml" "$ROOT/requirements.lock" | sha256sum | cut -c1-16)"
 if [ ! -x "$VENV/bin/python" ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   log "installing Python dependencies into $VENV"
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q --upgrade pip >/dev/null
-  "$VENV/bin/pip" install -q -e "$ROOT[dev]" > "$VENV/pip-install.log" 2>&1 || { log "pip install failed; see $VENV/pip-install.log"; tail -n 5 "$VENV/pip-install.log" >&2; exit 3; }
+  "$VENV/bin/pip" install -q -c "$ROOT/requirements.lock" -e "$ROOT[dev]" > "$VENV/pip-install.log" 2>&1 || { log "pip install failed; see $VENV/pip-install.log"; tail -n 5 "$VENV/pip-install.log" >&2; exit 3; }
   echo "$want" > "$stamp"
 fi

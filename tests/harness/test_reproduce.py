@@ -159,3 +159,39 @@ def test_final_phase_heals_are_compared_without_their_time():
     assert cmp.matches and cmp.rows[-1].notes
     early = RunSummary.of(history(*BASE, shifted(heal, -12.0)), {"valid": True}, time_limit_s=20.0)
     assert not compare(a, early).matches  # 18 s: still in the workload, so its time counts
+
+
+def test_a_one_way_cut_of_the_leader_is_a_run_time_target():
+    """The unclean-election scenario's one-way cut names a fixed topology and the
+    leader: the leader is resolved at run time, so other nodes are a note."""
+    planned = {"fault": "partition", "topology": "one-way", "target": "leader", "partition_index": 3, "ports": [9092]}
+    cut = lambda nodes: (4.0, "start-partition", "start", "partition", nodes, planned)  # noqa: E731
+    cmp = compare(summary(cut(["n1"])), summary(cut(["n2"])))
+    assert cmp.matches and any("run-time target" in n for r in cmp.rows for n in r.notes)
+
+
+LOST = {"valid": False, "anomalies": {"lost-write": {"count": 3}, "unclean-election": {"count": 1}}}
+LOST_AND_MORE = {"valid": False, "anomalies": {"lost-write": {"count": 1}, "unclean-election": {"count": 1},
+                                               "poll-skip": {"count": 2}}}
+
+
+def test_the_failure_came_back_is_answered_apart_from_everything_matched():
+    cmp = compare(summary(*BASE, results=LOST), summary(*BASE, results=LOST_AND_MORE))
+    assert not cmp.matches and cmp.failure_came_back is True     # more types: still the same failure
+    cmp = compare(summary(*BASE, results=LOST), summary(*BASE))
+    assert cmp.failure_came_back is False
+    only_skip = {"valid": False, "anomalies": {"poll-skip": {"count": 2}}}
+    assert compare(summary(*BASE, results=LOST), summary(*BASE, results=only_skip)).failure_came_back is False
+    assert compare(summary(*BASE), summary(*BASE, results=LOST)).failure_came_back is None  # nothing failed
+
+
+def test_software_differences_are_shown_first_as_notes():
+    a, b = summary(*BASE), summary(*BASE)
+    a.ran_on = {"packages": {"librdkafka": "2.16.1"}, "kchaos": {"commit": "abc", "dirty": False}}
+    b.ran_on = {"packages": {"librdkafka": "2.15.0"}, "kchaos": {"commit": "abc", "dirty": False}}
+    cmp = compare(a, b)
+    assert cmp.matches and cmp.software_differences() == ["packages.librdkafka: 2.16.1 != 2.15.0"]
+    console = Console(record=True, width=200)
+    render(cmp, console, "reproduction 1/1")
+    out = console.export_text()
+    assert out.index("software differs: packages.librdkafka") < out.index("fault sequence as executed")
