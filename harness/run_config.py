@@ -70,6 +70,10 @@ class NemesisConfig:
     recovery_window: float = 10.0   # seconds after a fault stops before the next costly one starts
     # Scenario packages take their own knobs; unknown keys are theirs to validate.
     options: dict[str, Any] = field(default_factory=dict)
+    # An explicit fault plan, {at, f, value} per step (at: seconds after the workload starts;
+    # optional unit: steps kchaos shrink keeps or drops together), replacing the one drawn from
+    # the seed; the packages of ``faults`` carry it out. Written by ``kchaos shrink`` (harness/shrink.py).
+    steps: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -248,6 +252,9 @@ def validate(cfg: RunConfig) -> RunConfig:
         if moved and any("power" in p.name for p in packages):
             raise UsageError(f"power-loss cuts the logs in kchaos's own log dir; it cannot run with [broker] "
                              f"{', '.join(moved)} set")
+        _validate_steps(cfg, packages)
+    elif cfg.nemesis.steps:
+        raise UsageError("nemesis.steps needs nemesis.faults: the fault packages that carry the steps out")
     if cfg.seed is not None and not isinstance(cfg.seed, int):
         raise UsageError(f"seed must be an integer, got {cfg.seed!r}")
     _validate_transactions(cfg)
@@ -255,6 +262,25 @@ def validate(cfg: RunConfig) -> RunConfig:
     validate_client_settings(cfg, workload_kind(cfg))
     _validate_kafka_settings(cfg)
     return cfg
+
+
+def _validate_steps(cfg: RunConfig, packages: list) -> None:
+    """An explicit plan: each step a table {at, f, value} with 0 <= at < time_limit and an op
+    one of the packages' nemeses handles."""
+    handled = frozenset().union(*(p.make_nemesis().fs for p in packages))
+    for i, step in enumerate(cfg.nemesis.steps, start=1):
+        where = f"nemesis.steps[{i}]"
+        if not isinstance(step, dict) or set(step) - {"at", "f", "value", "unit"}:
+            raise UsageError(f"{where} must be a table of at, f, value (and unit), got {step!r}")
+        at = step.get("at")
+        if isinstance(at, bool) or not isinstance(at, (int, float)) or not 0 <= at < cfg.time_limit:
+            raise UsageError(f"{where}.at must be seconds from 0 to below the time limit {cfg.time_limit:g}, "
+                             f"got {at!r}")
+        if step.get("f") not in handled:
+            raise UsageError(f"{where}.f {step.get('f')!r} is no op of the packages {', '.join(cfg.nemesis.faults)}; "
+                             f"they handle {', '.join(sorted(handled))}")
+        if not isinstance(step.get("value", {}), dict):
+            raise UsageError(f"{where}.value must be a table, got {step.get('value')!r}")
 
 
 def workload_kind(cfg: RunConfig) -> WorkloadKind:

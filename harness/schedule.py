@@ -78,8 +78,13 @@ def fault_budget(cfg: RunConfig):
 
 
 def fault_plan(cfg: RunConfig) -> list[tuple[float, dict[str, Any]]]:
+    """(seconds after the workload starts, op), sorted: ``nemesis.steps`` when the config
+    gives them (kchaos shrink writes such configs), else drawn from the seed."""
     if not cfg.nemesis.faults:
         return []
+    if cfg.nemesis.steps:
+        return sorted(((float(s["at"]), {"f": s["f"], "value": dict(s.get("value") or {})})
+                       for s in cfg.nemesis.steps), key=lambda step: step[0])
     packages = build_packages(list(cfg.nemesis.faults))
     return plan(packages, cfg.time_limit, cfg.nemesis.interval, nemesis_rng(cfg.seed), fault_budget(cfg))
 

@@ -235,10 +235,15 @@ class ScenarioPackage:
     expected_cycle_s: float  # how long a cycle takes on a healthy cluster, for planning
 
     def plan(self, time_limit_s: float, interval_s: float, rng: random.Random) -> list[tuple[float, Op]]:
-        out: list[tuple[float, Op]] = []
+        return [step for cycle in self.plan_cycles(time_limit_s, interval_s, rng) for step in cycle]
+
+    def plan_cycles(self, time_limit_s: float, interval_s: float,
+                    rng: random.Random) -> list[list[tuple[float, Op]]]:
+        """The plan cycle by cycle (kchaos shrink keeps or drops a cycle whole)."""
+        out: list[list[tuple[float, Op]]] = []
         t = rng.uniform(0.5, 1.0) * interval_s
         while t + self.expected_cycle_s <= time_limit_s or not out:
-            out += [(round(t + dt, 3), op) for dt, op in self.cycle(rng)]
+            out.append([(round(t + dt, 3), op) for dt, op in self.cycle(rng)])
             t += self.expected_cycle_s + rng.uniform(0.5, 1.5) * interval_s
         return out
 
