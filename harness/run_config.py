@@ -20,7 +20,7 @@ from infra.errors import UsageError
 from infra.inventory import load_inventory
 from infra.kafka_versions import features
 from infra.tomlfile import load_toml
-from nemesis.packages import build_packages
+from nemesis.packages import build_packages, nemeses_of
 from workloads.kinds import WorkloadKind, kind_of, workload_names
 
 MODES = ("assign", "subscribe")
@@ -252,6 +252,7 @@ def validate(cfg: RunConfig) -> RunConfig:
         if moved and any("power" in p.name for p in packages):
             raise UsageError(f"power-loss cuts the logs in kchaos's own log dir; it cannot run with [broker] "
                              f"{', '.join(moved)} set")
+        nemeses_of(packages)      # packages whose nemeses claim the same op cannot run together
         _validate_steps(cfg, packages)
     elif cfg.nemesis.steps:
         raise UsageError("nemesis.steps needs nemesis.faults: the fault packages that carry the steps out")
@@ -267,7 +268,7 @@ def validate(cfg: RunConfig) -> RunConfig:
 def _validate_steps(cfg: RunConfig, packages: list) -> None:
     """An explicit plan: each step a table {at, f, value} with 0 <= at < time_limit and an op
     one of the packages' nemeses handles."""
-    handled = frozenset().union(*(p.make_nemesis().fs for p in packages))
+    handled = frozenset().union(*(nem.fs for nem in nemeses_of(packages)))
     for i, step in enumerate(cfg.nemesis.steps, start=1):
         where = f"nemesis.steps[{i}]"
         if not isinstance(step, dict) or set(step) - {"at", "f", "value", "unit"}:

@@ -26,7 +26,7 @@ from infra.errors import UsageError
 from infra.node import Node, shell_join
 from nemesis import clock, netem, partition, power, process
 from nemesis.budget import Budget, op_cost
-from nemesis.protocol import Nemesis, NemesisContext, Op, compose, each, node_names
+from nemesis.protocol import ComposedNemesis, Nemesis, NemesisContext, Op, compose, each, node_names
 
 log = logging.getLogger(__name__)
 
@@ -285,10 +285,32 @@ def final_ops(packages: Sequence[FaultPackage]) -> list[Op]:
     return out
 
 
+def nemeses_of(packages: Sequence[FaultPackage]) -> list[Nemesis]:
+    """One nemesis of each kind the packages need. Packages that share a kind (a
+    scenario reuses the partition and kill nemeses; ``partition`` and
+    ``client-cut-leader`` share one) share its one instance, so a mix such as
+    ``unclean-election,partition,kill`` works; their faults may overlap and end
+    each other's, as faults of different packages do. Raises UsageError when two
+    kinds claim the same op."""
+    unique: dict[type, Nemesis] = {}
+
+    def flat(nems: Iterable[Any]) -> Iterable[Any]:
+        for nem in nems:
+            yield from flat(nem.nemeses) if isinstance(nem, ComposedNemesis) else (nem,)
+
+    for nem in flat(p.make_nemesis() for p in packages):
+        unique.setdefault(type(nem), nem)
+    try:
+        compose(unique.values())
+    except ValueError as exc:
+        raise UsageError(f"these fault packages cannot run together: {exc}") from None
+    return list(unique.values())
+
+
 def build_nemesis(packages: Sequence[FaultPackage], ctx: NemesisContext) -> Nemesis:
     """The packages' nemeses composed into one, already ``setup(ctx)``
     (setup is idempotent and clears leftovers of each kind of fault)."""
-    nem = compose([p.make_nemesis() for p in packages])
+    nem = compose(nemeses_of(packages))
     nem.setup(ctx)
     return nem
 

@@ -36,11 +36,13 @@ it and elect another, then heal.
 ``power-loss-all``: every broker loses power at once (nemesis.power), then all
 come back. ``power-loss-elr``: a partition's leader loses power, then, once
 another leads, that one too; then both come back. They reuse the power-loss
-nemesis, so they do not combine with the ``power-loss`` package.
+nemesis (shared with the ``power-loss`` package when both are chosen).
 
 Scenario packages are chosen by name (``--nemesis unclean-election``) and are
-not part of ``all``; they reuse the partition and kill nemeses, so they do not
-combine with the ``partition`` or ``kill`` packages.
+not part of ``all``; they reuse the partition, kill and power-loss nemeses,
+and share them with those packages when mixed (``unclean-election,partition,
+kill,pause``: nemesis.packages.nemeses_of), so a package's fault can overlap a
+cycle and end its cut or restart its killed broker early.
 """
 from __future__ import annotations
 

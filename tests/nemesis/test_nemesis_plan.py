@@ -188,3 +188,17 @@ def test_cli_bad_input_exits_64(argv, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("kchaos:") and len(err.splitlines()) == 1, err
     assert "no kchaos cluster" not in err, "input must be checked before the cluster is looked up"
+
+
+def test_a_scenario_mixed_with_the_packages_it_reuses_shares_their_nemeses():
+    """unclean-election reuses the partition and kill nemeses: mixed with those
+    packages, each kind is built once and every op of the mix has its handler."""
+    from nemesis.packages import build_packages, nemeses_of
+    from nemesis.protocol import compose
+    packages = build_packages(["unclean-election,partition,kill,pause"])
+    nems = nemeses_of(packages)
+    kinds = [type(n).__name__ for n in nems]
+    assert sorted(kinds) == sorted(set(kinds)) and "PartitionNemesis" in kinds and "KillNemesis" in kinds
+    handled = compose(nems).fs
+    assert {"start-partition", "stop-partition", "kill", "start", "pause", "resume",
+            "await-isr-shrink", "await-new-leader"} <= handled
