@@ -170,8 +170,8 @@ class ConsoleProgress(RunListener):
         now = self.clock()
         parts = [f"{self.name}", f"elapsed {_clock(now - self.run_started)}"]
         left = self.remaining()
-        if left is not None:
-            parts.append(f"remaining {_clock(left)}")
+        if left is not None:   # past the time limit the planned fault steps still run (harness/fault_pacing.py)
+            parts.append(f"remaining {_clock(left)}" if left > 0 else "time limit passed: planned fault steps finish")
         if self.workload_t0 is not None:
             parts.append(f"ok {self.ok}  fail {self.fail}  info {self.info}")
             parts.append(f"faults: {', '.join(self.faults) or 'none'}")

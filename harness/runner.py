@@ -204,8 +204,13 @@ class Runner:
         # Every planned step runs, and the plan's tail after the last one (harness/fault_pacing.py);
         # a step that hangs past the slack ends the workload all the same.
         give_up = self.t0 + cfg.time_limit + max(MIN_FAULT_SLACK_S, cfg.time_limit)
+        said_late = False
         while True:
             now, end = time.monotonic(), self.pace.workload_end
+            if not said_late and now >= self.t0 + cfg.time_limit and self.pace.walking:
+                said_late = True
+                self.events.note(f"time limit passed {self.pace.slip_s():.0f} s behind the plan: the workload "
+                                 f"goes on until every planned fault step has run, and the plan's tail after it")
             if now >= end and not self.pace.walking:
                 break
             if now >= give_up:
