@@ -241,12 +241,20 @@ class ScenarioPackage:
 
     def plan_cycles(self, time_limit_s: float, interval_s: float,
                     rng: random.Random) -> list[list[tuple[float, Op]]]:
-        """The plan cycle by cycle (kchaos shrink keeps or drops a cycle whole)."""
+        """The plan cycle by cycle (kchaos shrink keeps or drops a cycle whole).
+
+        As many cycles as fit in the time limit when each takes ``expected_cycle_s``
+        (its waits included) and ``interval_s`` (0.5x to 1.5x) apart. Each cycle is
+        planned its gap after the previous one's last step: the runner starts a step
+        its planned gap after the previous step *completed* (harness/fault_pacing.py),
+        so the waits' real length is added at run time and must not be planned too."""
         out: list[list[tuple[float, Op]]] = []
-        t = rng.uniform(0.5, 1.0) * interval_s
-        while t + self.expected_cycle_s <= time_limit_s or not out:
+        t = reserved = rng.uniform(0.5, 1.0) * interval_s
+        while reserved + self.expected_cycle_s <= time_limit_s or not out:
             out.append([(round(t + dt, 3), op) for dt, op in self.cycle(rng)])
-            t += self.expected_cycle_s + rng.uniform(0.5, 1.5) * interval_s
+            gap = rng.uniform(0.5, 1.5) * interval_s
+            reserved += self.expected_cycle_s + gap
+            t = out[-1][-1][0] + gap
         return out
 
     def final_ops(self) -> list[Op]:
