@@ -74,6 +74,10 @@ def register(app: click.Group) -> None:
         if not cfg.nemesis.faults:
             raise UsageError(f"{run_dir} ran no faults: there is no schedule to shrink")
         wanted = set(original.anomaly_types)
+        if original.digest is not None and original.digest != schedule.digest(cfg):
+            console.print(Text("the plan recomputed from config.json differs from the stored digest: the schedule "
+                               "code changed since the run, so the shrink starts from today's plan of its seed",
+                               style="yellow"), soft_wrap=True)
         shrink_dir = _new_dir(Path(store) if store else run_dir.parent.parent, cfg.name)
         cfg.store, cfg.keep_cluster = str(shrink_dir / "runs"), False
         rule = f"at least {share:.0%} of its {runs} runs" if share else f"at least one of its {runs} runs"
