@@ -22,7 +22,7 @@ from rich.text import Text
 from harness import run_config, schedule
 from harness.progress import ConsoleProgress, verbosity_of, verbosity_options
 from harness.shrink import ShrinkResult, failing_share, shrink
-from harness.store import resolve_run_dir, write_json
+from harness.store import new_run_dir, resolve_run_dir, write_json
 from infra.errors import UsageError
 
 console = Console()
@@ -78,7 +78,7 @@ def register(app: click.Group) -> None:
             console.print(Text("the plan recomputed from config.json differs from the stored digest: the schedule "
                                "code changed since the run, so the shrink starts from today's plan of its seed",
                                style="yellow"), soft_wrap=True)
-        shrink_dir = _new_dir(Path(store) if store else run_dir.parent.parent, cfg.name)
+        shrink_dir = new_run_dir((Path(store) if store else run_dir.parent.parent) / SHRINK_DIR, cfg.name)
         cfg.store, cfg.keep_cluster = str(shrink_dir / "runs"), False
         rule = f"at least {share:.0%} of its {runs} runs" if share else f"at least one of its {runs} runs"
         rule += f" failed with {', '.join(sorted(wanted))}"
@@ -135,17 +135,6 @@ def register(app: click.Group) -> None:
         console.print(Text("shrunk scenario: ") + Text(str(toml_path), style="underline"), soft_wrap=True)
         console.print(Text("shrink page: ") + Text(str(page), style="underline"), soft_wrap=True)
         return 0 if smaller else 1
-
-
-def _new_dir(store: Path, name: str) -> Path:
-    base = store / SHRINK_DIR / name
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    d, n = base / stamp, 1
-    while d.exists():
-        n += 1
-        d = base / f"{stamp}-{n}"
-    d.mkdir(parents=True)
-    return d
 
 
 def _without_none(value: Any) -> Any:

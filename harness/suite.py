@@ -23,7 +23,7 @@ from harness import run_config
 from harness.progress import as_listener
 from harness.run_config import RunConfig
 from harness.runner import Runner
-from harness.store import write_json
+from harness.store import new_run_dir, write_json
 from harness.suite_config import DEFAULT_RUN_OVERHEAD, SUITES_DIR, PlannedRun, Suite
 from infra.errors import UsageError
 from reports import render_run
@@ -113,12 +113,7 @@ def new_suite_dir(store: Path, name: str) -> Path:
     """``store/suites/<name>/<timestamp>/`` and a ``latest`` link beside it
     (``store/latest`` keeps pointing at the newest run)."""
     base = Path(store) / SUITES_DIR / name
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
-    d, n = base / stamp, 1
-    while d.exists():
-        n += 1
-        d = base / f"{stamp}-{n}"
-    d.mkdir(parents=True)
+    d = new_run_dir(Path(store) / SUITES_DIR, name)
     link = base / "latest"
     tmp = link.with_name(f".latest.{os.getpid()}")
     tmp.unlink(missing_ok=True)
