@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 
 from broker.lifecycle import BrokerSettings
-from harness import nemesis_cli, run_cli, shrink_cli, suite_cli
+from harness import nemesis_cli, replay_cli, run_cli, shrink_cli, suite_cli
 from harness.progress import ConsoleFilter, CurrentStderr
 from harness.run_cluster import clean_all, clean_ssh_hosts, cluster_attach, cluster_down, cluster_up
 from infra.distribution import DEFAULT_KAFKA_VERSION
@@ -139,7 +139,7 @@ def clean_cmd(name: str | None, inventory: str | None) -> None:
 
 # The other commands live in their own modules, each with ``register(app)``:
 # it keeps this file to the group and the cluster commands.
-for _commands in (run_cli, nemesis_cli, suite_cli, shrink_cli):
+for _commands in (run_cli, nemesis_cli, suite_cli, shrink_cli, replay_cli):
     _commands.register(app)
 
 

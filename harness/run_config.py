@@ -58,6 +58,9 @@ class WorkloadConfig:
     commit_fraction: float | None = None
     async_commit_probability: float = 0.5
     group_id: str | None = None
+    # kchaos replay (harness/replay.py): a history.jsonl whose recorded client ops the workers
+    # invoke, at their recorded gaps, instead of the seed's.
+    replay: str | None = None
 
 
 @dataclass
@@ -190,6 +193,16 @@ def load(path: Path) -> RunConfig:
     return from_dict(data, str(path))
 
 
+def load_stored_facts(path: Path) -> dict[str, Any]:
+    """What a run added to its config.json (STORED_KEYS: the digest, the software, the
+    workload's real length, ...); {} when unreadable."""
+    try:
+        data = json.loads(Path(path).read_text(errors="replace"))
+    except (OSError, ValueError):
+        return {}
+    return {k: data[k] for k in STORED_KEYS if isinstance(data, dict) and k in data}
+
+
 def override(cfg: RunConfig, **flags: Any) -> RunConfig:
     """CLI flags win over the file; None means "not given"."""
     for key, value in flags.items():
@@ -258,6 +271,12 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise UsageError("nemesis.steps needs nemesis.faults: the fault packages that carry the steps out")
     if cfg.seed is not None and not isinstance(cfg.seed, int):
         raise UsageError(f"seed must be an integer, got {cfg.seed!r}")
+    if w.replay is not None:
+        if not Path(w.replay).is_file():
+            raise UsageError(f"workload.replay: {w.replay} is not a history file")
+        if workload_kind(cfg).make_pump is not None:
+            raise UsageError("workload.replay: pipelined producers' sends cannot be replayed yet; "
+                             "replay a run with producer = \"batch\"")
     _validate_transactions(cfg)
     _validate_group(cfg)
     validate_client_settings(cfg, workload_kind(cfg))

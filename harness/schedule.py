@@ -14,6 +14,7 @@ import json
 import random
 from typing import Any, Iterator
 
+from harness import replay
 from harness.client_config import effective_commit_fraction
 from harness.run_config import RunConfig
 from nemesis.budget import Budget, default_nodes
@@ -55,8 +56,11 @@ def max_ops_per_worker(cfg: RunConfig) -> int:
 
 def worker_ops(cfg: RunConfig, worker: int) -> Iterator[PlannedOp]:
     """The endless op stream of one worker (the runner stops at the deadline):
-    its workload kind's (workloads/kinds.py), drawn from the worker's RNG."""
+    its workload kind's (workloads/kinds.py), drawn from the worker's RNG; in a
+    replay, the history's recorded ops (finite)."""
     assert cfg.seed is not None, "schedule needs a fixed seed"
+    if cfg.workload.replay:                    # kchaos replay: the recorded ops of a history
+        return replay.worker_stream(cfg.workload.replay, worker, cfg.concurrency)
     spec = StreamSpec(cfg.workload, worker, cfg.concurrency, cfg.rate / cfg.concurrency,
                       effective_commit_fraction(cfg))
     return kind_of(cfg.workload).ops(spec, worker_rng(cfg.seed, worker))

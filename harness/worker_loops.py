@@ -81,7 +81,10 @@ class WorkerLoops:
                         self.stop.wait(1.0)
                         continue
                     pending.insert(0, setup_op)
-                planned = pending.pop(0) if pending else next(ops)
+                planned = pending.pop(0) if pending else next(ops, None)
+                if planned is None:      # a finite stream (a replay: harness/replay.py) is done
+                    self.stop.wait()
+                    break
                 if time.monotonic() >= next_crash:
                     while next_crash <= time.monotonic():
                         next_crash = self.t0 + next(crashes, float("inf"))
@@ -163,7 +166,7 @@ class WorkerLoops:
         completion (a client crash is an ``info`` completion); the completion."""
         op = {"f": planned.f, "value": planned.value, **planned.invoke_fields()}   # abort, async
         fields = client.op_fields(planned.f)     # a group member's group and isolation
-        self.recorder.append({"process": process, "type": INVOKE, **op, **fields})
+        self.recorder.append({"process": process, "type": INVOKE, **op, **fields, "worker": worker})
         try:
             completion = client.invoke(dict(op))
         except Exception as exc:

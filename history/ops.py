@@ -41,6 +41,9 @@ abort       on a txn the schedule chose to abort (optional): true on the
             abort it by choice
 async       on a commit made with an asynchronous commit (optional): true;
             its completion is the commit callback's report
+worker      on a client op's invoke (optional): the worker (0 .. concurrency-1)
+            whose schedule it came from; its processes follow one another.
+            kchaos replay places ops on workers by it
 drain       true on the final phase's reads of each partition (optional)
 watermarks  on drain poll completions (optional): the partition's
             ``{"log_start": int|null, "high": int|null, "max_acked": int|null}``

@@ -1,0 +1,99 @@
+"""Replaying a run: its executed fault steps and its clients' ops, at their recorded times.
+
+A seed gives the same plan, not the same interleaving: threads, the network
+and Kafka decide when each op lands. ``kchaos replay RUN_DIR`` comes as close
+as kchaos can to running the same interleaving again (docs/design.md,
+"Suites and reproduction"):
+
+* the fault steps the history executed (nemesis invokes with their planned
+  values), each at its recorded time since the workload started, become the
+  run's explicit plan (``nemesis.steps``); the final phase's heals stay the
+  final phase's;
+* every worker invokes the client ops its processes invoked, in their order,
+  each its recorded gap after the previous one (``workload.replay`` names the
+  history; ``schedule.worker_ops`` reads it here). A history records each
+  client invoke's ``worker``; in histories from before that field, a process
+  numbered below the concurrency is that worker's first, and later processes
+  cannot be placed: their ops are left out and counted.
+
+Pure functions of the history's ops; the CLI (harness/replay_cli.py) runs it.
+"""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any
+
+from history.ops import INVOKE, NEMESIS, Op, read_history
+from workloads.op_streams import PlannedOp
+
+SETUP_OPS = ("assign", "subscribe")     # a worker's first op, replayed by the worker loop for each new process
+
+
+def workload_start_ns(ops: list[Op]) -> int:
+    """The history time the workload started at: its first client op."""
+    times = [op["time"] for op in ops if _is_client(op) and isinstance(op.get("time"), (int, float))]
+    return int(min(times)) if times else 0
+
+
+def _is_client(op: Op) -> bool:
+    return isinstance(op.get("process"), int) and not isinstance(op.get("process"), bool)
+
+
+def worker_of(op: Op, concurrency: int) -> int | None:
+    """The worker that invoked a client op: its ``worker`` field, else (older histories)
+    the process number when it is a worker's first process."""
+    worker = op.get("worker")
+    if isinstance(worker, int) and not isinstance(worker, bool):
+        return worker
+    process = op.get("process")
+    return process if _is_client(op) and process < concurrency else None
+
+
+def replayed_ops(ops: list[Op], worker: int, concurrency: int) -> list[PlannedOp]:
+    """Worker ``worker``'s invokes as planned ops: its setup op first (at its recorded
+    time), then every other op its recorded gap after the previous one. Setup ops of
+    its later processes are left out: the worker loop replays the first for each."""
+    origin = workload_start_ns(ops)
+    mine = [op for op in ops if op.get("type") == INVOKE and _is_client(op) and not op.get("drain")
+            and worker_of(op, concurrency) == worker]
+    out: list[PlannedOp] = []
+    last_ns = origin
+    for op in mine:
+        if out and op.get("f") in SETUP_OPS:
+            continue
+        out.append(PlannedOp(max(0.0, (op["time"] - last_ns) / 1e9), op["f"], op.get("value"),
+                             abort=True if op.get("abort") else None,
+                             asynchronous=True if op.get("async") else None))
+        last_ns = op["time"]
+    return out
+
+
+def unplaced_ops(ops: list[Op], concurrency: int) -> int:
+    """Client invokes no worker can be found for (older histories' later processes)."""
+    return sum(1 for op in ops if op.get("type") == INVOKE and _is_client(op) and not op.get("drain")
+               and worker_of(op, concurrency) is None)
+
+
+def replayed_steps(ops: list[Op], workload_s: float) -> list[dict[str, Any]]:
+    """The fault steps the history invoked during the workload, as ``nemesis.steps``."""
+    origin = workload_start_ns(ops)
+    steps = []
+    for op in ops:
+        if op.get("process") != NEMESIS or op.get("type") != INVOKE:
+            continue
+        at = (op["time"] - origin) / 1e9
+        if 0 <= at < workload_s:
+            steps.append({"at": round(at, 3), "f": op["f"], "value": dict(op.get("value") or {})})
+    return steps
+
+
+@functools.lru_cache(maxsize=2)
+def _history(path: str) -> tuple[Op, ...]:
+    return tuple(read_history(Path(path)))
+
+
+def worker_stream(history_path: str, worker: int, concurrency: int):
+    """``schedule.worker_ops`` of a replay: the recorded ops, then nothing (the
+    worker idles until the workload ends)."""
+    yield from replayed_ops(list(_history(history_path)), worker, concurrency)
