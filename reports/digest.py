@@ -26,7 +26,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from history.arrays import _bools, _np
 from history.fault_intervals import NemesisOp
 from history.ops import COMPLETIONS, NEMESIS, OK, POLL, SAMPLE, SAMPLER, SEND, TXN
 from history.paired import CLIENT
@@ -163,6 +162,41 @@ class Digest:
         return sorted(self.acks, key=lambda p: (not isinstance(p, int), str(p) if not isinstance(p, int) else p))
 
 
+_NUMPY = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64}
+
+
+def _bits(buf: pa.Buffer | None, offset: int, n: int) -> np.ndarray:
+    return np.unpackbits(np.frombuffer(buf, np.uint8), count=offset + n, bitorder="little")[offset:].view(bool)
+
+
+def _np(col: pa.ChunkedArray | pa.Array, fill: int = 0) -> np.ndarray:
+    """An int or bool column as numpy, nulls as ``fill``, read from its
+    buffers: pyarrow's to_numpy and scalars import pandas on first use (0.5 s,
+    which a report would pay for nothing)."""
+    a = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    n, offset, (valid, data) = len(a), a.offset, a.buffers()[:2]
+    if not n or data is None:
+        return np.full(n, fill, bool if pa.types.is_boolean(a.type) else _NUMPY[a.type])
+    if pa.types.is_boolean(a.type):
+        out = _bits(data, offset, n)
+    else:
+        dtype = _NUMPY[a.type]
+        out = np.frombuffer(data, dtype, count=n, offset=offset * np.dtype(dtype).itemsize)
+    if a.null_count:
+        out = np.where(_bits(valid, offset, n), out, fill)
+    return out
+
+
+def indices(rows: np.ndarray) -> pa.Array:
+    """Row numbers for ``take``, without ``pa.array`` (which imports pandas)."""
+    rows = np.ascontiguousarray(rows, np.int64)
+    return pa.Array.from_buffers(pa.int64(), len(rows), [None, pa.py_buffer(rows)])
+
+
+def _bools(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+    return _np(col, False)
+
+
 def _codes(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[Any]]:
     """A string column as (codes, names), null as -1: compared by index, not by string."""
     a = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
@@ -288,7 +322,7 @@ class DigestBuilder:
         flat = lists.flatten()
         if not len(flat):
             return
-        offsets = lists.offsets.to_numpy()      # (pc.list_parent_indices takes 40x as long)
+        offsets = _np(lists.offsets)            # (pc.list_parent_indices takes 40x as long)
         parent = np.repeat(np.arange(t.num_rows), np.diff(offsets))
         mcode = code[parent]
         offs = flat.field("offset")
@@ -309,15 +343,15 @@ class DigestBuilder:
 
     def _samples(self, t: pa.Table, rows: np.ndarray, ct: np.ndarray) -> None:
         rows = np.flatnonzero(rows)
-        taken = t.select(["sample", "controller"]).take(pa.array(rows))
+        taken = t.select(["sample", "controller"]).take(indices(rows))
         for r, sample, controller in zip(rows.tolist(), taken["sample"].to_pylist(), taken["controller"].to_pylist()):
             if sample is not None:
                 self.d.samples.append((ct[r] / 1e9, _sample_value(sample, controller)))
 
     def _nemesis(self, t: pa.Table, rows: np.ndarray, extra: ExtraColumns | None, inv_index: np.ndarray,
                  it: np.ndarray, ct: np.ndarray, done: np.ndarray) -> None:
-        cols = t.select(list(NEMESIS_COLUMNS)).take(pa.array(rows)) if extra is None else extra(rows)
-        fs = t["f"].take(pa.array(rows)).to_pylist()
+        cols = t.select(list(NEMESIS_COLUMNS)).take(indices(rows)) if extra is None else extra(rows)
+        fs = t["f"].take(indices(rows)).to_pylist()
         for k, r in enumerate(rows.tolist()):
             value = cols["value"][k].as_py()
             self.d.nemesis.append(NemesisOp(index=int(inv_index[r]), invoke_time=int(it[r]),

@@ -31,7 +31,7 @@ from history.ops import HistoryFormatError, read_history
 from history.paired import PARQUET_SCHEMA
 from history.parquet import parquet_is_current
 
-from .digest import COLUMNS, NEMESIS_COLUMNS, Digest, ExtraColumns, digest_tables
+from .digest import COLUMNS, NEMESIS_COLUMNS, Digest, ExtraColumns, digest_tables, indices
 from .op_tables import paired_tables
 
 log = logging.getLogger(__name__)
@@ -80,7 +80,7 @@ def _extra_reader(f: pq.ParquetFile, groups: list[int], starts: np.ndarray) -> E
         pieces = []
         for g in np.unique(where).tolist():
             t = f.read_row_group(groups[g], columns=list(NEMESIS_COLUMNS))
-            pieces.append(t.take(pa.array(rows[where == g] - starts[g])))
+            pieces.append(t.take(indices(rows[where == g] - starts[g])))
         return pa.concat_tables(pieces)
     return extra
 

@@ -123,9 +123,9 @@ def test_fault_bands_and_elections_move_with_the_axis():
         fig = Figure()
         ax = fig.add_subplot()
         P.shade(ax, tl, d.origin)
-        xs = [p.get_path().transformed(p.get_patch_transform()).vertices[:, 0]
-              if hasattr(p, "get_patch_transform") else p.get_xy()[:, 0] for p in ax.patches]
-    band = xs[0]
+        bands = ax.collections[0]            # one collection of every fault band, not data
+        assert bands.get_gid() == P.MARKER
+        band = bands.get_paths()[0].vertices[:, 0]
     assert min(band) == pytest.approx(120.0 - SETUP, abs=0.2)
     assert max(band) == pytest.approx(135.1 - SETUP, abs=0.2)
     # the leaders plot's election marker sits at 30.5 s, not 130.5 s: its first
