@@ -17,9 +17,9 @@ its own running this checkout's code (``python -m harness.cli analyze -v``):
 each with the stages the command logs (harness/analysis.py, ``analysis
 stage``, and results.json's checker stages), the rest of the wall time (the
 interpreter's start, imports, the console summary), the CPU seconds of the
-command and everything it started, and its peak memory: the process tree's
-resident memory summed (sampled every 0.1 s: the Python process and the Spark
-driver JVM together) and its largest single process's (``ru_maxrss``). Then,
+command and everything it started and its peak memory, both of the process
+tree (the Python process, the Spark driver JVM and its workers together, read
+from /proc every 0.1 s; memory summed over the tree at each sample). Then,
 in a later session, a bare scan of the same Parquet (explode the messages,
 group by (partition, offset)): first as that session's first job (cold, as the
 checks above ran), then warm, beside the checks run twice in the same warm
@@ -41,7 +41,6 @@ import argparse
 import json
 import os
 import re
-import resource
 import subprocess
 import sys
 import tempfile
@@ -82,13 +81,14 @@ def _last_json_line(r: subprocess.CompletedProcess, what: str) -> dict:
 
 
 REPO = Path(__file__).resolve().parents[1]
-STAGE = re.compile(r"analysis stage (\w+): ([0-9.]+) s")
+STAGE = re.compile(r"analysis stage (\w+): ([0-9.]+) s.*?([0-9.]+) s\)")
 
 
-def _tree_rss(pid: int) -> int:
-    """Resident bytes of ``pid`` and every process below it (from /proc)."""
+def _tree(pid: int) -> dict[int, tuple[int, float]]:
+    """{process: (resident bytes, CPU seconds)} of ``pid`` and every process below it (from /proc)."""
     children: dict[int, list[int]] = {}
-    rss: dict[int, int] = {}
+    stat: dict[int, tuple[int, float]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
     for d in os.listdir("/proc"):
         if not d.isdigit():
             continue
@@ -98,18 +98,14 @@ def _tree_rss(pid: int) -> int:
         except OSError:
             continue
         children.setdefault(int(fields[1]), []).append(int(d))
-        rss[int(d)] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")
-    total, todo = 0, [pid]
+        stat[int(d)] = (int(fields[21]) * os.sysconf("SC_PAGE_SIZE"), (int(fields[11]) + int(fields[12])) / tick)
+    out, todo = {}, [pid]
     while todo:
         p = todo.pop()
-        total += rss.get(p, 0)
+        if p in stat:
+            out[p] = stat[p]
         todo += children.get(p, [])
-    return total
-
-
-def _cpu_children() -> float:
-    u = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return u.ru_utime + u.ru_stime
+    return out
 
 
 def kchaos_analyze(run: Path, master: str, driver_memory: str) -> dict:
@@ -120,22 +116,23 @@ def kchaos_analyze(run: Path, master: str, driver_memory: str) -> dict:
     cfg["checker"] = {**cfg.get("checker", {}), "engine": "spark", "spark_master": master,
                       "spark_conf": {"spark.driver.memory": driver_memory}}
     (run / "config.json").write_text(json.dumps(cfg))
-    cpu = _cpu_children()
     t0 = time.monotonic()
     proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "analyze", "-v", str(run)], cwd=REPO,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     out: list[str] = []
     reader = threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True)
     reader.start()
-    peak = 0
+    peak, cpu = 0, {}
     while proc.poll() is None:
-        peak = max(peak, _tree_rss(proc.pid))
+        tree = _tree(proc.pid)
+        peak = max(peak, sum(rss for rss, _ in tree.values()))
+        cpu.update({p: max(c, cpu.get(p, 0.0)) for p, (_, c) in tree.items()})
         time.sleep(0.1)
     wall = time.monotonic() - t0
     reader.join()
-    return {"wall": wall, "rc": proc.returncode, "tree_rss": peak, "cpu": _cpu_children() - cpu,
-            "max_rss": resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
+    return {"wall": wall, "rc": proc.returncode, "tree_rss": peak, "cpu": sum(cpu.values()),
             "stages": {m.group(1): float(m.group(2)) for m in map(STAGE.search, out) if m},
+            "stage_cpu": {m.group(1): float(m.group(3)) for m in map(STAGE.search, out) if m},
             "load": os.getloadavg()[0], "output": out,
             "checker": json.loads((run / "results.json").read_text()).get("checker", {})}
 
@@ -150,13 +147,16 @@ def _print_stages(rep: dict, label: str, ops: int) -> None:
         print(f"   message index   {ck['index']:6.1f} s   (built: the history had none)")
     print(f"   checks          {ck.get('checks', nan):6.1f} s")
     print(f"   witnesses       {ck.get('witnesses', nan):6.1f} s")
-    print(f"   checkers        {st.get('checkers', nan):6.1f} s   (the stages above and results.json)")
-    print(f"   report          {st.get('report', nan):6.1f} s   (report.html and junit.xml, every op)")
+    cpu = rep["stage_cpu"]
+    print(f"   checkers        {st.get('checkers', nan):6.1f} s   (the stages above and results.json; "
+          f"CPU of the Python process {cpu.get('checkers', nan):.1f} s)")
+    print(f"   report          {st.get('report', nan):6.1f} s   (report.html and junit.xml, every op; "
+          f"CPU {cpu.get('report', nan):.1f} s)")
     other = rep["wall"] - st.get("checkers", 0) - st.get("report", 0)
     print(f"   the rest        {other:6.1f} s   (interpreter start, imports, console summary)")
-    print(f"   {label} {rep['wall']:6.1f} s   {ops / rep['wall']:>10,.0f} ops/s   CPU {rep['cpu']:.1f} s   "
-          f"peak memory {rep['tree_rss'] / 2**30:.2f} GB (process tree; largest process so far "
-          f"{rep['max_rss'] / 2**30:.2f} GB)   load {rep['load']:.1f}", flush=True)
+    print(f"   {label} {rep['wall']:6.1f} s   {ops / rep['wall']:>10,.0f} ops/s   CPU {rep['cpu']:.1f} s "
+          f"(every process of the command, the JVM's included)   peak memory {rep['tree_rss'] / 2**30:.2f} GB "
+          f"(the process tree's, summed)   load {rep['load']:.1f}", flush=True)
 
 
 def _agrees(run: Path, rep: dict, want: dict[str, int]) -> bool:
