@@ -30,6 +30,7 @@ from history.fault_intervals import NemesisOp
 from history.ops import COMPLETIONS, NEMESIS, OK, POLL, SAMPLE, SAMPLER, SEND, TXN
 from history.paired import CLIENT
 
+from .columns import Seen, bools, code_of, codes, indices, numpy_of
 from .op_tables import paired_tables
 
 TYPES = COMPLETIONS                       # a completion's type is TYPES[code]
@@ -162,81 +163,11 @@ class Digest:
         return sorted(self.acks, key=lambda p: (not isinstance(p, int), str(p) if not isinstance(p, int) else p))
 
 
-_NUMPY = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64}
-
-
-def _bits(buf: pa.Buffer | None, offset: int, n: int) -> np.ndarray:
-    return np.unpackbits(np.frombuffer(buf, np.uint8), count=offset + n, bitorder="little")[offset:].view(bool)
-
-
-def _np(col: pa.ChunkedArray | pa.Array, fill: int = 0) -> np.ndarray:
-    """An int or bool column as numpy, nulls as ``fill``, read from its
-    buffers: pyarrow's to_numpy and scalars import pandas on first use (0.5 s,
-    which a report would pay for nothing)."""
-    a = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    n, offset, (valid, data) = len(a), a.offset, a.buffers()[:2]
-    if not n or data is None:
-        return np.full(n, fill, bool if pa.types.is_boolean(a.type) else _NUMPY[a.type])
-    if pa.types.is_boolean(a.type):
-        out = _bits(data, offset, n)
-    else:
-        dtype = _NUMPY[a.type]
-        out = np.frombuffer(data, dtype, count=n, offset=offset * np.dtype(dtype).itemsize)
-    if a.null_count:
-        out = np.where(_bits(valid, offset, n), out, fill)
-    return out
-
-
-def indices(rows: np.ndarray) -> pa.Array:
-    """Row numbers for ``take``, without ``pa.array`` (which imports pandas)."""
-    rows = np.ascontiguousarray(rows, np.int64)
-    return pa.Array.from_buffers(pa.int64(), len(rows), [None, pa.py_buffer(rows)])
-
-
-def _bools(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
-    return _np(col, False)
-
-
-def _codes(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[Any]]:
-    """A string column as (codes, names), null as -1: compared by index, not by string."""
-    a = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if not pa.types.is_dictionary(a.type):
-        a = pc.dictionary_encode(a)
-    return _np(a.indices, -1).astype(np.int64), a.dictionary.to_pylist()
-
-
-def _code_of(names: list[Any], name: str) -> int:
-    return names.index(name) if name in names else -2
-
-
 def _sample_value(sample: list[dict[str, Any]], controller: Any) -> dict[str, Any]:
     """A sample as the history records it (``history.ops``: "sample" values)."""
     return {"controller": controller,
             "partitions": {str(s["partition"]): {"leader": s["leader"], "isr": list(s["isr"] or []),
                                                   "epoch": s["epoch"]} for s in sample}}
-
-
-class _Seen:
-    """Distinct ints, as a bitmap while they are small and not negative (client
-    processes: a sort of every op's process would cost more than the rest)."""
-
-    def __init__(self) -> None:
-        self.bits = np.zeros(0, bool)
-        self.other: set[Any] = set()
-
-    def add(self, xs: np.ndarray) -> None:
-        if not len(xs):
-            return
-        lo, hi = int(xs.min()), int(xs.max())
-        if lo < 0 or hi >= 1 << 26:
-            self.other.update(np.unique(xs).tolist())
-            return
-        if hi >= len(self.bits):
-            self.bits = np.concatenate([self.bits, np.zeros(hi + 1 - len(self.bits), bool)])
-        self.bits[xs] = True
-
-    def __len__(self) -> int:
-        return int(self.bits.sum()) + len({x for x in self.other if not 0 <= x < len(self.bits) or not self.bits[x]})
 
 
 class DigestBuilder:
@@ -248,7 +179,7 @@ class DigestBuilder:
         self._tmax: int | None = None
         self._start: int | None = None
         self._parts: dict[str, list[np.ndarray]] = defaultdict(list)
-        self._procs = _Seen()
+        self._procs = Seen()
         self._roles: set[Any] = set()
 
     def _keep(self, **arrays: np.ndarray) -> None:
@@ -261,14 +192,14 @@ class DigestBuilder:
         if not n:
             return
         d = self.d
-        role, rnames = _codes(t["role"])
-        nem, smp = role == _code_of(rnames, NEMESIS), role == _code_of(rnames, SAMPLER)
-        is_client = role == _code_of(rnames, CLIENT)
+        role, rnames = codes(t["role"])
+        nem, smp = role == code_of(rnames, NEMESIS), role == code_of(rnames, SAMPLER)
+        is_client = role == code_of(rnames, CLIENT)
         client = ~(nem | smp)
-        done = _bools(pc.is_valid(t["index"]))
-        inv_index, index = _np(t["invoke_index"]), _np(t["index"], -1)
+        done = bools(pc.is_valid(t["index"]))
+        inv_index, index = numpy_of(t["invoke_index"]), numpy_of(t["index"], -1)
         invoked = ~done | (index != inv_index)
-        it, ct = _np(t["invoke_time"]), _np(t["time"])
+        it, ct = numpy_of(t["invoke_time"]), numpy_of(t["time"])
         ct = np.where(done, ct, it)
         d.n_ops += n + int((done & invoked).sum())
         tmax = int(max(it.max(), ct.max()))
@@ -276,9 +207,9 @@ class DigestBuilder:
         if client.any():
             first = int(it[client].min())
             self._start = first if self._start is None else min(self._start, first)
-        tcode, tnames = _codes(t["type"])
+        tcode, tnames = codes(t["type"])
         tcode = np.array([TYPES.index(x) if x in TYPES else -1 for x in tnames] + [-1], np.int8)[tcode]
-        fcode, fnames = _codes(t["f"])
+        fcode, fnames = codes(t["f"])
         # completions, op counts, latencies of client ops
         comp = client & done
         self._keep(comp_t=ct[comp], comp_type=tcode[comp], comp_invoked=invoked[comp],
@@ -288,14 +219,14 @@ class DigestBuilder:
             f, ty = divmod(k, 4)
             if ty:
                 d.op_counts[str(fnames[f - 1]) if f else "None"][TYPES[ty - 1]] += int(counts[k])
-        self._procs.add(_np(t["process"])[is_client])
+        self._procs.add(numpy_of(t["process"])[is_client])
         if (client & ~is_client).any():
             self._roles.update(rnames[c] for c in np.unique(role[client & ~is_client]).tolist())
-        codes = {x: fcode == _code_of(fnames, x) for x in (SEND, POLL, TXN)}
-        self._messages(t, {x: m & is_client & done for x, m in codes.items()}, is_client & ~_bools(t["drain"]),
+        by_f = {x: fcode == code_of(fnames, x) for x in (SEND, POLL, TXN)}
+        self._messages(t, {x: m & is_client & done for x, m in by_f.items()}, is_client & ~bools(t["drain"]),
                        done, invoked, it, ct, tcode)
         if smp.any():
-            self._samples(t, smp & done & (fcode == _code_of(fnames, SAMPLE)), ct)
+            self._samples(t, smp & done & (fcode == code_of(fnames, SAMPLE)), ct)
         if nem.any():
             self._nemesis(t, np.flatnonzero(nem), extra, inv_index, it, ct, done)
 
@@ -322,12 +253,12 @@ class DigestBuilder:
         flat = lists.flatten()
         if not len(flat):
             return
-        offsets = _np(lists.offsets)            # (pc.list_parent_indices takes 40x as long)
+        offsets = numpy_of(lists.offsets)            # (pc.list_parent_indices takes 40x as long)
         parent = np.repeat(np.arange(t.num_rows), np.diff(offsets))
         mcode = code[parent]
         offs = flat.field("offset")
-        has_off = _bools(pc.is_valid(offs)) if offs.null_count else np.ones(len(flat), bool)
-        part, off, val = _np(flat.field("partition")), _np(offs), _np(flat.field("value"))
+        has_off = bools(pc.is_valid(offs)) if offs.null_count else np.ones(len(flat), bool)
+        part, off, val = numpy_of(flat.field("partition")), numpy_of(offs), numpy_of(flat.field("value"))
         acked = np.zeros(t.num_rows, bool)
         acked[parent[has_off & writes[parent]]] = True
         self._keep(write_acks=ct[writes & live & acked])

@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -31,7 +31,8 @@ from history.ops import HistoryFormatError, read_history
 from history.paired import PARQUET_SCHEMA
 from history.parquet import parquet_is_current
 
-from .digest import COLUMNS, NEMESIS_COLUMNS, Digest, ExtraColumns, digest_tables, indices
+from .columns import indices
+from .digest import COLUMNS, NEMESIS_COLUMNS, Digest, ExtraColumns, digest_tables
 from .op_tables import paired_tables
 
 log = logging.getLogger(__name__)
