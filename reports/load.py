@@ -58,24 +58,27 @@ class RunData:
         What of it could not be read joins ``notes``."""
         if self._digest is None:
             self._digest = Digest()
+            notes: list[str] = []
             if self.history_present:
                 try:
                     self._digest, notes = run_digest(self.run_dir)
-                    self.notes.extend(notes)
                 except Exception as e:  # noqa: BLE001 - a report is still written, saying why it has no plots
                     log.exception("reading the history of %s failed", self.run_dir)
-                    self.notes.append(f"The history could not be read: {type(e).__name__}: {e}")
+                    notes = [f"The history could not be read: {type(e).__name__}: {e}"]
+            self.notes.extend(notes)
             _AVAILABILITY.clear()
-            _AVAILABILITY[_history_key(self.run_dir)] = write_availability(self._digest)
+            _AVAILABILITY[_history_key(self.run_dir)] = (write_availability(self._digest), notes)
         return self._digest
 
     def write_availability(self) -> WriteAvailability | None:
-        """The share of the workload with acknowledged writes: remembered from
-        the last digest of this history (the console's line after its report),
-        else from a digest."""
+        """The share of the workload with acknowledged writes: remembered, with
+        the notes on what of the history could not be read, from the last digest
+        of this history (the console's lines after its report), else from a digest."""
         key = _history_key(self.run_dir)
         if key in _AVAILABILITY and self._digest is None:
-            return _AVAILABILITY[key]
+            wa, notes = _AVAILABILITY[key]
+            self.notes.extend(n for n in notes if n not in self.notes)
+            return wa
         return write_availability(self.digest())
 
     # ---- derived views -------------------------------------------------
@@ -127,7 +130,7 @@ class RunData:
 # The write availability of the last history digested, by its files' identity: `kchaos analyze`
 # prints it on the console after the report has read the history, and reading it again would
 # cost as much as the report's digest (a 10M-op history: seconds).
-_AVAILABILITY: dict[tuple[Any, ...], WriteAvailability | None] = {}
+_AVAILABILITY: dict[tuple[Any, ...], tuple[WriteAvailability | None, list[str]]] = {}
 
 
 def _history_key(run_dir: Path) -> tuple[Any, ...]:
