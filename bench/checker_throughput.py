@@ -1,29 +1,35 @@
-"""Checker throughput, honestly: from history.jsonl to a verdict, stage by stage.
+"""Checker throughput, honestly: from history.jsonl to a verdict and a report, stage by stage.
 
 Generates a synthetic history of N ops (bench/synthetic_history.py) with
 injected anomalies, writes it as history.jsonl (the file a run leaves), then
-times what ``kchaos analyze`` does with it:
+times the whole ``kchaos analyze`` command a user waits for, in a process of
+its own running this checkout's code (``python -m harness.cli analyze -v``):
 
-* history.jsonl to verdict: ``checkers.analyze_run`` in a fresh process, as
-  ``kchaos analyze`` runs it: conversion to history.parquet and its message
-  index (``history.parquet``, ``history.message_index``) beside the engine
-  start (``checkers.session``), then the checks and witnesses
-  (``checkers.spark``) and results.json;
-* a completed run to verdict: the same once history.parquet is current (a run
-  writes it as it goes; here the first analysis's conversion made it, untimed):
-  engine start, checks, witnesses;
+* history.jsonl to verdict and report: conversion to history.parquet and its
+  message index (``history.parquet``, ``history.message_index``) beside the
+  engine start (``checkers.session``), the checks and witnesses
+  (``checkers.spark``), results.json, then the report (``reports``: every op
+  of the history, read back from the history.parquet just written) and the
+  console summary;
+* a completed run: the same once history.parquet is current (a run writes it
+  as it goes; here the first analysis's conversion made it);
 
-and, in a later session, a bare scan of the same Parquet (explode the
-messages, group by (partition, offset)): first as that session's first job
-(cold, as the checks above ran), then warm, beside the checks run twice in
-the same warm session. Every figure is printed with the
-1-minute load average beside it. Exits 1, loudly, if the anomalies found differ
-from those injected (so a fast wrong answer never passes for a result).
+each with the stages the command logs (harness/analysis.py, ``analysis
+stage``, and results.json's checker stages), the rest of the wall time (the
+interpreter's start, imports, the console summary), the CPU seconds of the
+command and everything it started and its peak memory, both of the process
+tree (the Python process, the Spark driver JVM and its workers together, read
+from /proc every 0.1 s; memory summed over the tree at each sample). Then,
+in a later session, a bare scan of the same Parquet (explode the messages,
+group by (partition, offset)): first as that session's first job (cold, as the
+checks above ran), then warm, beside the checks run twice in the same warm
+session. Every figure is printed with the 1-minute load average beside it.
+Exits 1, loudly, if the anomalies found differ from those injected (so a fast
+wrong answer never passes for a result).
 
-``--small`` also times ``kchaos analyze`` (a subprocess, engine auto) on a
-12-op run folder, and ``--threshold`` times the reference engine against Spark
-(start included) at several sizes: the figures behind
-``checkers.REFERENCE_MAX_OPS``.
+``--small`` also times ``kchaos analyze`` (engine auto) on a 12-op run
+folder, and ``--threshold`` times the reference engine against Spark (start
+included) at several sizes: the figures behind ``checkers.REFERENCE_MAX_OPS``.
 
     .venv/bin/python bench/checker_throughput.py                 # 1M and 10M ops
     .venv/bin/python bench/checker_throughput.py --ops 1000000 --small
@@ -34,9 +40,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -72,76 +80,121 @@ def _last_json_line(r: subprocess.CompletedProcess, what: str) -> dict:
     return json.loads(lines[-1])
 
 
-# One ``checkers.analyze_run`` in a process of its own, as ``kchaos analyze`` runs
-# it (a fresh driver JVM each time; in one process the second analysis would
-# reuse the first one's warm JVM). Prints what the parent needs as one JSON line.
-ANALYZE = """
-import json, sys, time
-t0 = time.monotonic()
-import checkers
-from checkers import session
-res = checkers.analyze_run(sys.argv[1], json.loads(sys.argv[2]))
-print(json.dumps({"seconds": time.monotonic() - t0, "checker": res.checker, "valid": res.valid,
-                  "errors": res.errors, "cds": session.cds_state,
-                  "found": {t: c for t, c, _ in checkers.summary(res) if c}}), flush=True)
-"""
+REPO = Path(__file__).resolve().parents[1]
+STAGE = re.compile(r"analysis stage (\w+): ([0-9.]+) s.*?([0-9.]+) s\)")
 
 
-def analyze(run: Path, master: str, driver_memory: str) -> tuple[dict, float]:
-    """(what analyze_run reported, the process's wall seconds)."""
-    cfg = {"engine": "spark", "spark_master": master, "spark_conf": {"spark.driver.memory": driver_memory}}
+def _tree(pid: int) -> dict[int, tuple[int, float]]:
+    """{process: (resident bytes, CPU seconds)} of ``pid`` and every process below it (from /proc)."""
+    children: dict[int, list[int]] = {}
+    stat: dict[int, tuple[int, float]] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        children.setdefault(int(fields[1]), []).append(int(d))
+        stat[int(d)] = (int(fields[21]) * os.sysconf("SC_PAGE_SIZE"), (int(fields[11]) + int(fields[12])) / tick)
+    out, todo = {}, [pid]
+    while todo:
+        p = todo.pop()
+        if p in stat:
+            out[p] = stat[p]
+        todo += children.get(p, [])
+    return out
+
+
+def kchaos_analyze(run: Path, master: str, driver_memory: str) -> dict:
+    """``kchaos analyze -v`` of ``run`` (engine spark) in a process of its own:
+    wall and CPU seconds (the command and what it started), peak memory, the
+    stages it logged, the load average at its end, its exit code and output."""
+    cfg = json.loads((run / "config.json").read_text()) if (run / "config.json").exists() else {}
+    cfg["checker"] = {**cfg.get("checker", {}), "engine": "spark", "spark_master": master,
+                      "spark_conf": {"spark.driver.memory": driver_memory}}
+    (run / "config.json").write_text(json.dumps(cfg))
     t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-c", ANALYZE, str(run), json.dumps(cfg)], capture_output=True, text=True,
-                       cwd=Path(__file__).resolve().parents[1])
+    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "analyze", "-v", str(run)], cwd=REPO,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    out: list[str] = []
+    reader = threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True)
+    reader.start()
+    peak, cpu = 0, {}
+    while proc.poll() is None:
+        tree = _tree(proc.pid)
+        peak = max(peak, sum(rss for rss, _ in tree.values()))
+        cpu.update({p: max(c, cpu.get(p, 0.0)) for p, (_, c) in tree.items()})
+        time.sleep(0.1)
     wall = time.monotonic() - t0
-    return _last_json_line(r, "analyze_run"), wall
+    reader.join()
+    return {"wall": wall, "rc": proc.returncode, "tree_rss": peak, "cpu": sum(cpu.values()),
+            "stages": {m.group(1): float(m.group(2)) for m in map(STAGE.search, out) if m},
+            "stage_cpu": {m.group(1): float(m.group(3)) for m in map(STAGE.search, out) if m},
+            "load": os.getloadavg()[0], "output": out,
+            "checker": json.loads((run / "results.json").read_text()).get("checker", {})}
 
 
-def _stages(rep: dict, wall: float, label: str, ops: int) -> None:
-    st = rep["checker"].get("stages", {})
+def _print_stages(rep: dict, label: str, ops: int) -> None:
+    st, ck = rep["stages"], rep["checker"].get("stages", {})
     nan = float("nan")
-    if "convert" in st:
-        print(f"   conversion      {st['convert']:6.1f} s   {ops / st['convert']:>11,.0f} ops/s   "
-              f"(beside the engine start)   {_load()}")
-    print(f"   engine start    {st.get('start', nan):6.1f} s   class archive: {rep['cds']}   {_load()}")
-    if "index" in st:
-        print(f"   message index   {st['index']:6.1f} s   (built: the history had none)   {_load()}")
-    print(f"   checks          {st.get('checks', nan):6.1f} s   {_load()}")
-    print(f"   witnesses       {st.get('witnesses', nan):6.1f} s   {_load()}")
-    print(f"   {label} {rep['seconds']:6.1f} s   {ops / rep['seconds']:>11,.0f} ops/s   "
-          f"(process wall {wall:.1f} s)   {_load()}", flush=True)
+    if "convert" in ck:
+        print(f"   conversion      {ck['convert']:6.1f} s   (beside the engine start)")
+    print(f"   engine start    {ck.get('start', nan):6.1f} s")
+    if "index" in ck:
+        print(f"   message index   {ck['index']:6.1f} s   (built: the history had none)")
+    print(f"   checks          {ck.get('checks', nan):6.1f} s")
+    print(f"   witnesses       {ck.get('witnesses', nan):6.1f} s")
+    cpu = rep["stage_cpu"]
+    print(f"   checkers        {st.get('checkers', nan):6.1f} s   (the stages above and results.json; "
+          f"CPU of the Python process {cpu.get('checkers', nan):.1f} s)")
+    print(f"   report          {st.get('report', nan):6.1f} s   (report.html and junit.xml, every op; "
+          f"CPU {cpu.get('report', nan):.1f} s)")
+    other = rep["wall"] - st.get("checkers", 0) - st.get("report", 0)
+    print(f"   the rest        {other:6.1f} s   (interpreter start, imports, console summary)")
+    print(f"   {label} {rep['wall']:6.1f} s   {ops / rep['wall']:>10,.0f} ops/s   CPU {rep['cpu']:.1f} s "
+          f"(every process of the command, the JVM's included)   peak memory {rep['tree_rss'] / 2**30:.2f} GB "
+          f"(the process tree's, summed)   load {rep['load']:.1f}", flush=True)
 
 
-def _agrees(rep: dict, want: dict[str, int]) -> bool:
-    got = rep["found"]
-    print(f"   verdict {rep['valid']}  anomalies {got}  errors {rep['errors']}", flush=True)
-    if got != want or rep["valid"] is not False or rep["errors"]:
-        print(f"!! FAILED: anomalies found {got} differ from those injected {want} "
-              f"(or errors {rep['errors']}, verdict {rep['valid']})", file=sys.stderr, flush=True)
+def _agrees(run: Path, rep: dict, want: dict[str, int]) -> bool:
+    res = json.loads((run / "results.json").read_text())
+    got = {t: a.get("count", 0) for t, a in (res.get("anomalies") or {}).items() if a.get("count")}
+    print(f"   verdict {res.get('valid')}  anomalies {got}  errors {res.get('errors')}  exit {rep['rc']}", flush=True)
+    report = run / "report.html"
+    fresh = report.exists() and report.stat().st_mtime > time.time() - rep["wall"] - 5
+    if got != want or res.get("valid") is not False or res.get("errors") or rep["rc"] != 1 or not fresh:
+        print(f"!! FAILED: anomalies found {got} differ from those injected {want} (or errors {res.get('errors')}, "
+              f"verdict {res.get('valid')}, exit {rep['rc']}, report written: {fresh})\n"
+              + "".join(rep["output"][-20:]), file=sys.stderr, flush=True)
         return False
     return True
 
 
-def one(n: int, out: Path, master: str, driver_memory: str) -> bool:
+def one(n: int, out: Path, master: str, driver_memory: str, bare_scan: bool) -> bool:
     run, info, gen = make_run(n, out)
     size = (run / "history.jsonl").stat().st_size
     print(f"{info['ops']:>11,} ops  {info['messages']:>11,} messages  history.jsonl {size / 1e6:,.0f} MB  "
           f"(generated in {gen:.1f} s)", flush=True)
     want = expected(info)
-    # 1. what kchaos analyze does with a history.jsonl alone: convert while Spark starts
-    rep, wall = analyze(run, master, driver_memory)
+    # 1. what kchaos analyze does with a history.jsonl alone: convert while Spark starts, check, report
+    rep = kchaos_analyze(run, master, driver_memory)
     assert rep["checker"].get("parquet") == "converted", rep["checker"]
-    _stages(rep, wall, "history.jsonl to verdict", info["ops"])
-    ok = _agrees(rep, want)
+    _print_stages(rep, "kchaos analyze, history.jsonl", info["ops"])
+    ok = _agrees(run, rep, want)
     # 2. a completed run: its history.parquet was written while it ran (here: by
-    # the conversion above, untimed), so analysis starts Spark and checks
-    print("   a completed run (history.parquet already written: here by the conversion above, not timed):")
-    rep, wall = analyze(run, master, driver_memory)
+    # the conversion above), so analysis starts Spark, checks and reports
+    print("   a completed run (history.parquet already written: here by the conversion above):")
+    rep = kchaos_analyze(run, master, driver_memory)
     assert rep["checker"].get("parquet") == "reused", rep["checker"]
-    _stages(rep, wall, "completed run to verdict", info["ops"])
-    ok &= _agrees(rep, want)
-    st = rep["checker"].get("stages", {})
-    check_s = st.get("checks", 0) + st.get("witnesses", 0)
+    _print_stages(rep, "kchaos analyze, completed run", info["ops"])
+    ok &= _agrees(run, rep, want)
+    if not bare_scan:
+        return ok
+    ck = rep["checker"].get("stages", {})
+    check_s = ck.get("checks", 0) + ck.get("witnesses", 0)
     cmp = _compare(run, master, driver_memory)
     print(f"   bare scan+group-by {cmp['cold_bare']:6.1f} s   checks+witnesses/bare {check_s / cmp['cold_bare']:4.1f}x   "
           f"(each the first work of a fresh JVM)   {_load()}", flush=True)
@@ -197,9 +250,9 @@ def small(out: Path) -> bool:
         fh.write(json.dumps({"kchaos-history": 2}) + "\n")
         for k, op in enumerate(ops):
             fh.write(json.dumps({"index": k, "time": k * 1000, **op}) + "\n")
-    kchaos = Path(sys.executable).with_name("kchaos")
     t0 = time.monotonic()
-    r = subprocess.run([str(kchaos), "analyze", str(run)], capture_output=True, text=True)
+    r = subprocess.run([sys.executable, "-m", "harness.cli", "analyze", str(run)], capture_output=True, text=True,
+                       cwd=REPO)
     wall = time.monotonic() - t0
     engine = json.loads((run / "results.json").read_text())["checker"]
     print(f"12-op history: kchaos analyze {wall:5.1f} s (exit {r.returncode}, engine {engine.get('engine')}, "
@@ -232,6 +285,7 @@ def main() -> int:
     ap.add_argument("--driver-memory", default="3g")
     ap.add_argument("--dir", type=Path, default=None, help="where to put the run folders")
     ap.add_argument("--small", action="store_true", help="also time kchaos analyze on a 12-op history")
+    ap.add_argument("--no-bare", action="store_true", help="skip the bare scan against the checks")
     ap.add_argument("--threshold", type=int, nargs="*", default=None, metavar="OPS",
                     help="also time reference vs Spark at these sizes (default 5k 20k 50k 100k 200k)")
     args = ap.parse_args()
@@ -245,7 +299,7 @@ def main() -> int:
         if args.threshold is not None:
             threshold(out, args.master, args.threshold or [5_000, 20_000, 50_000, 100_000, 200_000])
         for n in args.ops:
-            ok &= one(n, out, args.master, args.driver_memory)
+            ok &= one(n, out, args.master, args.driver_memory, not args.no_bare)
     finally:
         tmp.cleanup()
     return 0 if ok else 1

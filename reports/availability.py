@@ -1,7 +1,8 @@
 """The share of the workload's time in which writes were acknowledged.
 
 A run that cannot write tests little, so the report and the console say how
-much of the workload time writes went through. Pure: from the history's ops.
+much of the workload time writes went through. Pure: from the history's digest
+(``Digest.write_start``, ``write_end``, ``write_acks``: every op counted).
 
 The workload time runs from the first client invocation to the last
 completion of a client op that is not part of the final drain, cut into
@@ -14,9 +15,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Iterable
 
-from history.ops import acknowledged_offsets
+import numpy as np
+
+from .digest import Digest
 
 NS = 1_000_000_000
 
@@ -38,44 +40,17 @@ class WriteAvailability:
                 f"({self.share:.0%}); longest stretch without: {self.longest_gap * self.bucket_s:g} s")
 
 
-def _acknowledges(value: Any) -> bool:
-    """A send completion's value with an offset in some message."""
-    return next(acknowledged_offsets(value), None) is not None
-
-
-def _commits_a_write(value: Any) -> bool:
-    """A committed txn's value with a send micro-op that has its offset."""
-    return isinstance(value, list) and any(
-        isinstance(m, list) and m[:1] == ["send"] and len(m) == 4 and type(m[3]) is int for m in value)
-
-
-def write_availability(ops: Iterable[dict[str, Any]], bucket_s: float = 1.0) -> WriteAvailability | None:
+def write_availability(d: Digest, bucket_s: float = 1.0) -> WriteAvailability | None:
     """None when the history has no client op outside the drain."""
     if bucket_s <= 0:
         raise ValueError(f"bucket_s must be positive, got {bucket_s}")
-    start = end = None
-    acked_times: list[int] = []
-    for op in ops:
-        process, t = op.get("process"), op.get("time")
-        if type(process) is not int or type(t) is not int or op.get("drain"):
-            continue
-        kind = op.get("type")
-        if kind == "invoke":
-            if start is None or t < start:
-                start = t
-            continue
-        if end is None or t > end:
-            end = t
-        if (op.get("f") == "send" and kind in ("ok", "info") and _acknowledges(op.get("value"))) or \
-                (op.get("f") == "txn" and kind == "ok" and _commits_a_write(op.get("value"))):
-            acked_times.append(t)
+    start, end = d.write_start, d.write_end
     if start is None or end is None or end < start:
         return None
     width = bucket_s * NS
     slices = max(1, math.ceil((end - start) / width))
-    hit = {min(slices - 1, int((t - start) // width)) for t in acked_times if t >= start}
-    longest = run = 0
-    for i in range(slices):
-        run = 0 if i in hit else run + 1
-        longest = max(longest, run)
-    return WriteAvailability(slices=slices, acked=len(hit), longest_gap=longest, bucket_s=bucket_s)
+    acked = d.write_acks[d.write_acks >= start]
+    hit = np.zeros(slices, bool)
+    hit[np.minimum(slices - 1, (acked - start) // width).astype(np.int64)] = True
+    gaps = np.diff(np.flatnonzero(np.r_[True, hit, True])) - 1     # runs of slices without one
+    return WriteAvailability(slices=slices, acked=int(hit.sum()), longest_gap=int(gaps.max()), bucket_s=bucket_s)

@@ -11,6 +11,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+import numpy as np
+
 from .availability import WriteAvailability
 from .digest import Digest
 from .faults import FaultTimeline
@@ -26,9 +28,12 @@ def _plural(n: int, word: str) -> str:
 
 def _writes_line(stats: dict[str, Any], d: Digest) -> str:
     acked, read = _count(stats.get("acknowledged")), _count(stats.get("read"))
-    if acked is None:   # older results: count from the history
-        keys = {(p, v) for p, acks in d.acks.items() for _, _, v in acks}
-        acked, read = len(keys), sum(1 for k in keys if k in d.first_read)
+    if acked is None:   # older results: count from the history (distinct values per partition)
+        acked = read = 0
+        for a in d.acks.values():
+            values, first = np.unique(a.value, return_index=True)
+            acked += len(values)
+            read += int((~np.isnan(a.seen[first])).sum())
     if read is None:
         return f"{acked} acknowledged; how many were read back is not recorded"
     return f"{acked} acknowledged, {read} of them read back"

@@ -10,7 +10,6 @@ from rich.text import Text
 from checkers.groups import GROUP_TYPES
 from checkers.txn import TXN_TYPES
 
-from .availability import write_availability
 from .elections_page import unknown_reasons
 from .load import INVALID, VALID, load_run
 
@@ -78,7 +77,7 @@ def console_summary(run_dir: Path, console: Console | None = None) -> None:
     if folded:
         console.print(Text(f"{folded} transaction and consumer-group checks not listed: the run had no "
                            f"transactions, commits or rebalances to check", style="dim"))
-    wa = write_availability(run.ops)
+    wa = run.write_availability()
     if wa is not None:
         console.print(Text(wa.line()))
     for note in run.notes:

@@ -1,4 +1,4 @@
-"""Fault intervals derived from the nemesis ops of a history.
+"""Fault intervals derived from the nemesis ops of a history (``Digest.nemesis``).
 
 Which ops start, stop or heal a fault, and when a fault ends, is the history
 contract's (``history.ops.FaultTracker``); here its intervals become one
@@ -10,10 +10,11 @@ from __future__ import annotations
 import re
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
-from history.fault_intervals import FaultInterval, fault_intervals, nemesis_ops
-from history.ops import Op
+from history.fault_intervals import FaultInterval, fault_intervals
+
+from .digest import Digest
 
 # Default palette by fault kind (also used for the legend chips in the HTML).
 PALETTE: dict[str, str] = {
@@ -120,21 +121,18 @@ def _bands(intervals: list[FaultInterval], end: float, colors: dict[str, str]) -
     return out
 
 
-def fault_timeline(ops: Iterable[Op], end_time: float | None = None) -> FaultTimeline:
-    """Bands and events from the history's nemesis ops, read as
-    ``history.ops`` defines them; an open fault ends with the history."""
+def fault_timeline(d: Digest) -> FaultTimeline:
+    """Bands and events from the history's nemesis ops (``Digest.nemesis``),
+    read as ``history.ops`` defines them; an open fault ends with the history."""
     tl = FaultTimeline()
-    ops = list(ops)
-    last_t = max((_secs(op.get("time")) for op in ops), default=0.0)
-    events = list(nemesis_ops(ops))
-    for ev in events:
+    for ev in d.nemesis:
         color = safe_color(ev.value.get("color")) if isinstance(ev.value, dict) else None
         if ev.fault is not None and color is not None:
             tl.colors.setdefault(ev.fault, color)
         tl.events.append(NemesisEvent(time=_secs(ev.invoke_time), end=None if ev.time is None else _secs(ev.time),
                                       index=ev.index, f=ev.f, value=ev.value, error=ev.error,
                                       action=ev.action, kind=ev.fault, color=color))
-    tl.intervals = _bands(fault_intervals(events), max(last_t, end_time or 0.0), tl.colors)
+    tl.intervals = _bands(fault_intervals(d.nemesis), d.duration, tl.colors)
     tl.intervals.sort(key=lambda iv: (iv.start, iv.kind))
     for ev in tl.events:
         if ev.kind and not ev.color:

@@ -1,8 +1,10 @@
 """Loading a stored run folder, tolerating every missing or broken piece.
 
-Reports are pure renderers of a run folder: ``config.json``, ``history.jsonl``,
-``results.json`` and ``nodes/<node>/``. Nothing here raises for a missing or
-corrupt file; the problem becomes a ``note`` shown at the top of the report.
+Reports are pure renderers of a run folder: ``config.json``, ``history.jsonl``
+(or its current ``history.parquet``), ``results.json`` and ``nodes/<node>/``.
+Nothing here raises for a missing or corrupt file; the problem becomes a
+``note`` shown at the top of the report. The history is read only when a
+report needs it (``RunData.digest``).
 """
 from __future__ import annotations
 
@@ -14,14 +16,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from history.ops import HistoryFormatError, Op, read_history
 from checkers.result import ANOMALY_TYPES, DESCRIPTIONS
 
-log = logging.getLogger(__name__)
+from .availability import WriteAvailability, write_availability
+from .digest import Digest
+from .history_source import run_digest
 
-# History lines read for the plots: read_history holds each as a dict (about 1 KB here), so a
-# 10M-op history (20M lines) would need ~20 GB; past this the report plots a prefix and says so.
-MAX_PLOTTED_OPS = 2_000_000
+log = logging.getLogger(__name__)
 
 VALID, INVALID, UNKNOWN = "valid", "invalid", "unknown"
 
@@ -46,9 +47,39 @@ class RunData:
     run_dir: Path
     config: dict[str, Any] = field(default_factory=dict)
     results: dict[str, Any] | None = None
-    ops: list[Op] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # problems with the folder itself
     history_present: bool = False
+    _digest: Digest | None = field(default=None, repr=False)
+
+    # ---- the history, read on first use ----------------------------------
+    def digest(self) -> Digest:
+        """The history's digest (every op; ``reports.history_source``): read on
+        first use, so a verdict line or a console table never reads the history.
+        What of it could not be read joins ``notes``."""
+        if self._digest is None:
+            self._digest = Digest()
+            notes: list[str] = []
+            if self.history_present:
+                try:
+                    self._digest, notes = run_digest(self.run_dir)
+                except Exception as e:  # noqa: BLE001 - a report is still written, saying why it has no plots
+                    log.exception("reading the history of %s failed", self.run_dir)
+                    notes = [f"The history could not be read: {type(e).__name__}: {e}"]
+            self.notes.extend(notes)
+            _AVAILABILITY.clear()
+            _AVAILABILITY[_history_key(self.run_dir)] = (write_availability(self._digest), notes)
+        return self._digest
+
+    def write_availability(self) -> WriteAvailability | None:
+        """The share of the workload with acknowledged writes: remembered, with
+        the notes on what of the history could not be read, from the last digest
+        of this history (the console's lines after its report), else from a digest."""
+        key = _history_key(self.run_dir)
+        if key in _AVAILABILITY and self._digest is None:
+            wa, notes = _AVAILABILITY[key]
+            self.notes.extend(n for n in notes if n not in self.notes)
+            return wa
+        return write_availability(self.digest())
 
     # ---- derived views -------------------------------------------------
     @property
@@ -94,6 +125,22 @@ class RunData:
             run += f" --seed {shlex.quote(str(seed))}"
         cmds.append(run)
         return cmds
+
+
+# The write availability of the last history digested, by its files' identity: `kchaos analyze`
+# prints it on the console after the report has read the history, and reading it again would
+# cost as much as the report's digest (a 10M-op history: seconds).
+_AVAILABILITY: dict[tuple[Any, ...], tuple[WriteAvailability | None, list[str]]] = {}
+
+
+def _history_key(run_dir: Path) -> tuple[Any, ...]:
+    def ident(p: Path) -> tuple[int, int] | None:
+        try:
+            st = p.stat()
+        except OSError:
+            return None
+        return st.st_size, st.st_mtime_ns
+    return str(run_dir.resolve()), ident(run_dir / "history.jsonl"), ident(run_dir / "history.parquet")
 
 
 def verdict_of(results: dict[str, Any] | None) -> str:
@@ -182,23 +229,8 @@ def load_run(run_dir: Path) -> RunData:
         res = None
     run.results = res
 
-    hist = run_dir / "history.jsonl"
-    if hist.exists():
-        run.history_present = True
-        try:
-            for op in read_history(hist):
-                if len(run.ops) == MAX_PLOTTED_OPS:
-                    run.notes.append(f"The history has more than {MAX_PLOTTED_OPS:,} lines: the plots and "
-                                     f"tables built from it show its first {MAX_PLOTTED_OPS:,} only (each "
-                                     "line is about 1 KB of memory here). The verdict and witnesses cover it all.")
-                    break
-                run.ops.append(op)
-        except HistoryFormatError as e:
-            run.notes.append(f"The history could not be read past a corrupt line ({e}); "
-                             f"{len(run.ops)} ops before it are shown.")
-        except OSError as e:
-            run.notes.append(f"The history could not be read: {e}")
-    else:
+    run.history_present = (run_dir / "history.jsonl").exists()
+    if not run.history_present:
         run.notes.append("history.jsonl is missing: there is nothing to plot.")
     return run
 

@@ -1,8 +1,9 @@
 """Matplotlib plots (Agg canvas, no pyplot state) as inline ``data:image/png`` URIs.
 
-Every plot shades the fault intervals in the fault kind's colour. Point
-clouds are downsampled (deterministically) so a history of ~100k ops plots
-in a few seconds.
+Every plot shades the fault intervals in the fault kind's colour. Every
+count, bin and percentile is of every op of the history (``reports.digest``);
+only point clouds are thinned, deterministically, to MAX_POINTS per outcome
+or partition, so a 10M-op history draws as fast as a small one.
 
 Time axes start at the workload's start (the first client op, ``Digest.origin``),
 not at the harness's: every time is drawn as seconds since the workload
@@ -26,11 +27,11 @@ from matplotlib.patches import Patch
 from checkers.elections import Sample, unclean_elections
 from history.ops import HistoryFormatError, sample_view
 
-from .digest import Digest, as_partition
+from .digest import TYPES, Digest, as_partition
 from .faults import FaultTimeline
 from .visibility import lag_plot, unseen_plot
-from .figure import (MARKER, MAX_PARTITIONS, MAX_POINTS, OUTCOME_COLORS, PCT_COLORS, RC, WIDTH_IN, Plot, bin_width,
-                     downsample, fault_handles, legend, png, shade, time_axis)
+from .figure import (MARKER, MAX_PARTITIONS, MAX_POINTS, OUTCOME_COLORS, PCT_COLORS, RC, WIDTH_IN, Plot,
+                     bin_percentiles, bin_width, downsample, fault_handles, legend, png, shade, time_axis)
 
 log = logging.getLogger(__name__)
 
@@ -44,15 +45,13 @@ def throughput_plot(d: Digest, tl: FaultTimeline, availability: list[dict[str, A
     ax = fig.add_subplot()
     handles = []
     if d.completions:
-        t = np.fromiter((c[0] for c in d.completions), float, len(d.completions)) - origin
-        types = np.array([c[1] for c in d.completions])
         nb = int(d.span // width) + 1
         x = np.arange(nb) * width + width / 2
-        for typ in ("ok", "fail", "info"):
-            sel = t[types == typ]
-            counts = np.bincount(np.clip(sel // width, 0, nb - 1).astype(int), minlength=nb)[:nb] / width
-            line, = ax.plot(x, counts, color=OUTCOME_COLORS[typ], lw=1.3, drawstyle="steps-mid",
-                            label=f"{typ} ({len(sel)})")
+        bins = np.clip((d.comp_t - origin) // width, 0, nb - 1).astype(np.int64)
+        per_type = np.bincount(bins * 3 + d.comp_type, minlength=3 * nb).reshape(nb, 3)
+        for code, typ in enumerate(TYPES):
+            line, = ax.plot(x, per_type[:, code] / width, color=OUTCOME_COLORS[typ], lw=1.3, drawstyle="steps-mid",
+                            label=f"{typ} ({int(per_type[:, code].sum())})")
             handles.append(line)
     elif availability:
         caption = "Operations per second from results.json (the history is empty); shaded bands are faults."
@@ -81,30 +80,23 @@ def latency_plot(d: Digest, tl: FaultTimeline) -> Plot:
     width = bin_width(d.span)
     caption = (f"Each completed client operation's latency (points, downsampled to {MAX_POINTS} per outcome), "
                f"with p50/p95/p99 of all completions per {width:g} s; log scale.")
-    if not d.latencies:
+    if not len(d.lat_t):
         return Plot("latency", title, caption, None, "No completed client operations in the history.")
-    t = np.fromiter((l[0] for l in d.latencies), float, len(d.latencies)) - d.origin
-    lat = np.fromiter((max(l[1], 1e-3) for l in d.latencies), float, len(d.latencies))
-    types = np.array([l[2] for l in d.latencies])
+    t = d.lat_t - d.origin
+    lat = np.maximum(d.lat_ms, 1e-3)
     fig = Figure(layout="constrained", figsize=(WIDTH_IN, 3.4))
     ax = fig.add_subplot()
     handles = []
-    for i, typ in enumerate(("ok", "fail", "info")):
-        idx = np.flatnonzero(types == typ)
+    for code, typ in enumerate(TYPES):
+        idx = np.flatnonzero(d.lat_type == code)
         if not len(idx):
             continue
-        pick = idx[downsample(len(idx), seed=i)]
+        pick = idx[downsample(len(idx), seed=code)]
         ax.scatter(t[pick], lat[pick], s=4 if typ == "ok" else 9, color=OUTCOME_COLORS[typ],
                    alpha=0.35 if typ == "ok" else 0.7, lw=0, rasterized=True, zorder=2)
         handles.append(Line2D([], [], marker="o", ls="", color=OUTCOME_COLORS[typ], label=f"{typ} ({len(idx)})"))
-    bins = np.maximum(t // width, 0).astype(int)
-    order = np.argsort(bins, kind="stable")
-    b_sorted, l_sorted = bins[order], lat[order]
-    uniq, starts = np.unique(b_sorted, return_index=True)
-    groups = np.split(l_sorted, starts[1:])
-    x = uniq * width + width / 2
-    for q in (50, 95, 99):
-        y = np.array([np.percentile(g, q) for g in groups])
+    x, pct = bin_percentiles(t, lat, width, (50, 95, 99))
+    for q, y in pct.items():
         line, = ax.plot(x, y, color=PCT_COLORS[q], lw=1.2, label=f"p{q}", zorder=3)
         handles.append(line)
     shade(ax, tl, d.origin)
@@ -157,8 +149,7 @@ def offsets_plot(d: Digest, tl: FaultTimeline, anomalies: dict[str, list[dict[st
             p = as_partition(w.get("partition"))
             if p not in wit_parts:
                 wit_parts.append(p)
-    parts = [p for p in wit_parts if p in d.acks] + [p for p in d.sorted_partitions()
-                                                     if p in d.acks and p not in wit_parts]
+    parts = [p for p in wit_parts if p in d.acks] + [p for p in d.sorted_partitions() if p not in wit_parts]
     shown = parts[:MAX_PARTITIONS]
     caption = ("Offset of every acknowledged send over time (downsampled), one panel per partition; "
                "lost-write (×) and inconsistent-offset (◆) witnesses highlighted, unclean elections dashed.")
@@ -170,10 +161,10 @@ def offsets_plot(d: Digest, tl: FaultTimeline, anomalies: dict[str, list[dict[st
     axes = fig.subplots(len(shown), 1, sharex=True, squeeze=False)[:, 0]
     used: dict[str, Any] = {}
     for i, (ax, p) in enumerate(zip(axes, shown)):
-        pts = d.acks[p]
-        pick = downsample(len(pts), seed=i)
-        arr = np.array([(pts[j][0] - d.origin, float(pts[j][1])) for j in pick])
-        ax.scatter(arr[:, 0], arr[:, 1], s=4, color="#495057", alpha=0.55, lw=0, rasterized=True, zorder=2)
+        a = d.acks[p]
+        pick = downsample(len(a), seed=i)
+        ax.scatter(a.t[pick] - d.origin, a.offset[pick].astype(float), s=4, color="#495057", alpha=0.55, lw=0,
+                   rasterized=True, zorder=2)
         used.setdefault("ack", Line2D([], [], marker="o", ls="", color="#495057",
                                       label="acknowledged send"))
         for typ, (marker, color, size) in marks.items():

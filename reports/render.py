@@ -12,9 +12,8 @@ import jinja2
 
 from history.ops import history_header
 
-from .availability import WriteAvailability, write_availability
+from .availability import WriteAvailability
 from .checked import checked_lines
-from .digest import digest
 from .elections_page import RECORD_KEYS, all_elections, election_source, elections_context, witness_record
 from .faults import fault_timeline
 from .junit import junit_xml
@@ -149,8 +148,8 @@ def _story(run: RunData, d: Any, tl: Any) -> list[str]:
 
 
 def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
-    d = digest(run.ops)
-    tl = fault_timeline(run.ops)
+    d = run.digest()
+    tl = fault_timeline(d)
     rows = run.anomalies()
     elections = run.unclean_elections
     stats = run.stats
@@ -214,7 +213,7 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
     summary += [("duration", f"{d.duration:.1f} s"
                   + (f" (set-up {d.setup:.1f} s, workload {d.span:.1f} s)" if d.start is not None else "")),
                 ("history ops", str(d.n_ops)),
-                ("client processes", str(len(d.processes))), ("metadata samples", str(len(d.samples)))]
+                ("client processes", str(d.processes)), ("metadata samples", str(len(d.samples)))]
     if isinstance(checker, dict) and checker:
         summary.append(("checker", _checker_text(checker)))
     verdict = run.verdict
@@ -230,7 +229,7 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
     else:
         headline = "The checkers gave no verdict" + (": see the checker errors below." if run.errors else ".")
     logs = node_logs(run.run_dir)
-    wa = write_availability(run.ops)
+    wa = run.write_availability()
     return {
         **ctx_el,
         "show_unknown_reasons": verdict == "unknown" and bool(ctx_el["unknown_reasons"]),

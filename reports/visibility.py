@@ -9,9 +9,10 @@
   offset above the poll's last record of it existed (0 if none), as in
   ``checkers.reference_stats.stats`` ("realtime_lag").
 
-Both use only the history digest (``Digest.acks``, ``first_read``,
-``positions``), with the fault bands behind them and the x axis from the
-workload's start like every other plot.
+Both use only the history digest (``Digest.acks`` with their first reads,
+``Digest.positions``: every op of the history, thinned only where points are
+drawn), with the fault bands behind them and the x axis from the workload's
+start like every other plot.
 """
 from __future__ import annotations
 
@@ -37,19 +38,11 @@ def _order(parts: list[Any]) -> list[Any]:
 def unseen_series(d: Digest, xs: np.ndarray) -> dict[Any, np.ndarray]:
     """{partition: unseen count at each x} (x in seconds since the workload started)."""
     out = {}
-    for p, acks in d.acks.items():
-        acked, seen = [], []
-        for t, _, v in acks:
-            acked.append(t)
-            try:
-                r = d.first_read.get((p, v))
-            except TypeError:
-                r = None
-            if r is not None:
-                seen.append(max(t, r))
-        a = np.sort(np.asarray(acked, float)) - d.origin
-        s = np.sort(np.asarray(seen, float)) - d.origin
-        out[p] = np.searchsorted(a, xs, side="right") - np.searchsorted(s, xs, side="right")
+    for p, a in d.acks.items():
+        read = ~np.isnan(a.seen)
+        acked = np.sort(a.t) - d.origin
+        seen = np.sort(np.maximum(a.t[read], a.seen[read])) - d.origin
+        out[p] = np.searchsorted(acked, xs, side="right") - np.searchsorted(seen, xs, side="right")
     return out
 
 
@@ -89,33 +82,20 @@ def unseen_plot(d: Digest, tl: FaultTimeline) -> Plot:
 
 def lag_points(d: Digest) -> dict[Any, tuple[np.ndarray, np.ndarray]]:
     """{partition: (poll invoke times s since the workload started, lag s)}."""
-    suffix: dict[Any, tuple[np.ndarray, np.ndarray]] = {}
-    for p, acks in d.acks.items():
-        first: dict[float, float] = {}
-        for t, off, _ in acks:
-            off = float(off)
-            if off not in first or t < first[off]:
-                first[off] = t
-        offs = np.asarray(sorted(first), float)
-        # mins[k]: the earliest ack of any offset >= offs[k]
-        mins = np.minimum.accumulate(np.asarray([first[o] for o in offs], float)[::-1])[::-1]
-        suffix[p] = (offs, mins)
-    by_p: dict[Any, tuple[list[float], list[float]]] = {}
-    for t, p, last in d.positions:
-        if not isinstance(last, (int, float)) or isinstance(last, bool):
-            continue
-        xs, ys = by_p.setdefault(p, ([], []))
-        xs.append(t)
-        ys.append(float(last))
     out = {}
-    empty = (np.empty(0), np.empty(0))
-    for p, (ts, lasts) in by_p.items():
-        t, last = np.asarray(ts, float), np.asarray(lasts, float)
-        offs, mins = suffix.get(p, empty)
-        k = np.searchsorted(offs, last, side="right")
-        has = k < len(offs)
+    for p, (t, last) in d.positions.items():
+        a = d.acks.get(p)
         lag = np.zeros(len(t))
-        lag[has] = np.maximum(0.0, t[has] - mins[k[has]])
+        if a is not None and len(a):
+            # each acknowledged offset's first ack, and the earliest ack of any offset >= it
+            order = np.argsort(a.offset, kind="stable")
+            offs = a.offset[order]
+            starts = np.flatnonzero(np.r_[True, offs[1:] != offs[:-1]])
+            first = np.minimum.reduceat(a.t[order], starts)
+            offs, mins = offs[starts], np.minimum.accumulate(first[::-1])[::-1]
+            k = np.searchsorted(offs, last, side="right")
+            has = k < len(offs)
+            lag[has] = np.maximum(0.0, t[has] - mins[k[has]])
         out[p] = (t - d.origin, lag)
     return out
 

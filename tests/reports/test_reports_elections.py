@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 
 from reports import render_run
-from reports.digest import digest
 from reports.elections_page import ELR_LABEL, MAX_CHANGES_PER_PARTITION
 from reports.load import load_run
 from reports.render import render_html
@@ -81,7 +80,7 @@ def test_timeline_attribution_and_replicas(fixture_copy):
     run_dir = fixture_copy("invalid")
     _with_records(run_dir)
     run = load_run(run_dir)
-    origin = digest(run.ops).origin
+    origin = run.digest().origin
     html = render_html(run, plots=False)
     text = _text(html)
 

@@ -1,6 +1,7 @@
 """Fault intervals from nemesis ops."""
 from __future__ import annotations
 
+from reports.digest import digest
 from reports.faults import PALETTE, fault_timeline, safe_color
 
 S = 1_000_000_000
@@ -24,7 +25,7 @@ def test_intervals_pairs_and_heal():
         nem(11, 10, "strobe-clock", {"nodes": ["n1"], "fault": "clock"}),
         {"index": 12, "time": 12 * S, "process": 0, "type": "ok", "f": "poll", "value": {}},
     ]
-    tl = fault_timeline(ops)
+    tl = fault_timeline(digest(ops))
     got = [(iv.kind, iv.start, iv.end, iv.nodes, iv.open_at_end) for iv in tl.intervals]
     assert got == [
         ("partition", 1.0, 5.0, ["n1"], False),
@@ -43,7 +44,7 @@ def test_intervals_pairs_and_heal():
 
 def test_completion_without_invoke_and_nodeless_ops():
     ops = [nem(0, 1, "pause", typ="info"), nem(1, 3, "resume", {"nodes": ["n1"]}, typ="info")]
-    tl = fault_timeline(ops)
+    tl = fault_timeline(digest(ops))
     assert [(iv.kind, iv.start, iv.end) for iv in tl.intervals] == [("pause", 1.0, 3.0)]
 
 
@@ -59,5 +60,5 @@ def test_explicit_actions_win_over_names():
     ops = [nem(0, 1, "cut", {"nodes": ["n1"], "fault": "netem", "action": "start"}, "info"),
            nem(1, 2, "kill", {"nodes": ["n1"], "fault": "kill", "action": None}, "info"),
            nem(2, 4, "uncut", {"nodes": ["n1"], "fault": "netem", "action": "stop"}, "info")]
-    tl = fault_timeline(ops)
+    tl = fault_timeline(digest(ops))
     assert [(iv.kind, iv.start, iv.end) for iv in tl.intervals] == [("netem", 1.0, 4.0)]

@@ -23,8 +23,8 @@ S = 1_000_000_000
 
 def _invalid(fixture_copy):
     run = load_run(fixture_copy("invalid"))
-    d = digest(run.ops)
-    return run, d, fault_timeline(run.ops)
+    d = run.digest()
+    return run, d, fault_timeline(d)
 
 
 # ---- the story ----------------------------------------------------------------
@@ -191,7 +191,7 @@ def test_lag_follows_the_reference_definition():
 
 def test_new_plots_render_with_axis_attributes(rendered):
     d = digest(_history())
-    tl = fault_timeline([])
+    tl = fault_timeline(digest([]))
     for p in (unseen_plot(d, tl), lag_plot(d, tl)):
         assert p.uri and p.uri.startswith("data:image/png;base64,")
         assert p.x_min == 0.0 and p.x_max > 0 and p.first_x is not None
@@ -209,8 +209,8 @@ def test_new_plots_render_with_axis_attributes(rendered):
 
 def test_new_plots_without_data_say_why():
     d = digest(_ops(_send(0.0, 0, 1, 0)))
-    assert lag_plot(d, fault_timeline([])).note == "No non-drain poll read any record."
-    assert unseen_plot(digest([]), fault_timeline([])).note == "No acknowledged sends in the history."
+    assert lag_plot(d, fault_timeline(digest([]))).note == "No non-drain poll read any record."
+    assert unseen_plot(digest([]), fault_timeline(digest([]))).note == "No acknowledged sends in the history."
 
 
 def test_build_context_carries_story_and_groups(fixture_copy):

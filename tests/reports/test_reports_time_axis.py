@@ -83,7 +83,7 @@ def left_fraction(first_x: float, x_min: float, x_max: float) -> float:
 def _plots(ops):
     from reports.plots import make_plots
     d = digest(ops)
-    return d, make_plots(d, fault_timeline(ops), {}, None, None)
+    return d, make_plots(d, fault_timeline(d), {}, None, None)
 
 
 def test_digest_knows_the_workload_start():
@@ -116,16 +116,16 @@ def test_fault_bands_and_elections_move_with_the_axis():
 
     ops = setup_gap_ops()
     d = digest(ops)
-    tl = fault_timeline(ops)
+    tl = fault_timeline(d)
     elections = P._derive_elections(d.samples)
     assert elections and elections[0]["time"] / 1e9 == pytest.approx(130.5)   # the first sample after 130 s
     with matplotlib.rc_context(P.RC):
         fig = Figure()
         ax = fig.add_subplot()
         P.shade(ax, tl, d.origin)
-        xs = [p.get_path().transformed(p.get_patch_transform()).vertices[:, 0]
-              if hasattr(p, "get_patch_transform") else p.get_xy()[:, 0] for p in ax.patches]
-    band = xs[0]
+        bands = ax.collections[0]            # one collection of every fault band, not data
+        assert bands.get_gid() == P.MARKER
+        band = bands.get_paths()[0].vertices[:, 0]
     assert min(band) == pytest.approx(120.0 - SETUP, abs=0.2)
     assert max(band) == pytest.approx(135.1 - SETUP, abs=0.2)
     # the leaders plot's election marker sits at 30.5 s, not 130.5 s: its first
@@ -149,8 +149,8 @@ def test_without_setup_gap_nothing_moves():
 def test_fixture_reports_start_at_the_workload(kind, fixture_copy):
     run = load_run(fixture_copy(kind))
     from reports.plots import make_plots
-    d = digest(run.ops)
-    plots = make_plots(d, fault_timeline(run.ops), {a.type: a.witnesses for a in run.anomalies()},
+    d = run.digest()
+    plots = make_plots(d, fault_timeline(d), {a.type: a.witnesses for a in run.anomalies()},
                        run.unclean_elections if run.results is not None else None, None)
     for p in plots:
         if p.uri:

@@ -1,11 +1,16 @@
-"""The share of the workload time with acknowledged writes: pure, from ops."""
+"""The share of the workload time with acknowledged writes: pure, from the digest of ops."""
 from __future__ import annotations
 
 import pytest
 
-from reports.availability import write_availability
+from reports.availability import write_availability as of_digest
+from reports.digest import digest
 
 S = 1_000_000_000
+
+
+def write_availability(ops, bucket_s=1.0):
+    return of_digest(digest([dict(o, index=i) for i, o in enumerate(ops)]), bucket_s)
 
 
 def op(process, type_, f, time_s, value=None, **kw):
