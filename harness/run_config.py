@@ -21,6 +21,7 @@ from infra.inventory import load_inventory
 from infra.kafka_versions import features
 from infra.tomlfile import load_toml
 from nemesis.packages import build_packages
+from nemesis.proxy_rules import parse_rules
 from workloads.kinds import WorkloadKind, kind_of, workload_names
 
 MODES = ("assign", "subscribe")
@@ -70,6 +71,9 @@ class NemesisConfig:
     recovery_window: float = 10.0   # seconds after a fault stops before the next costly one starts
     # Scenario packages take their own knobs; unknown keys are theirs to validate.
     options: dict[str, Any] = field(default_factory=dict)
+    # The protocol proxy's rules, [[nemesis.proxy]] tables (nemesis/proxy_rules.py);
+    # the "proxy" fault arms them.
+    proxy: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -248,6 +252,7 @@ def validate(cfg: RunConfig) -> RunConfig:
         if moved and any("power" in p.name for p in packages):
             raise UsageError(f"power-loss cuts the logs in kchaos's own log dir; it cannot run with [broker] "
                              f"{', '.join(moved)} set")
+    _validate_proxy(cfg)
     if cfg.seed is not None and not isinstance(cfg.seed, int):
         raise UsageError(f"seed must be an integer, got {cfg.seed!r}")
     _validate_transactions(cfg)
@@ -255,6 +260,17 @@ def validate(cfg: RunConfig) -> RunConfig:
     validate_client_settings(cfg, workload_kind(cfg))
     _validate_kafka_settings(cfg)
     return cfg
+
+
+def _validate_proxy(cfg: RunConfig) -> None:
+    """The proxy's rules parse (one line naming the bad key otherwise) and
+    come with the fault that arms them."""
+    parse_rules(cfg.nemesis.proxy)
+    armed = "proxy" in {f.strip().lower() for entry in cfg.nemesis.faults for f in str(entry).split(",")}
+    if cfg.nemesis.proxy and not armed:
+        raise UsageError('[[nemesis.proxy]] rules need the "proxy" fault in [nemesis] faults to arm them')
+    if armed and not cfg.nemesis.proxy:
+        raise UsageError('the "proxy" fault needs at least one [[nemesis.proxy]] rule')
 
 
 def workload_kind(cfg: RunConfig) -> WorkloadKind:
