@@ -30,7 +30,7 @@ from typing import Any, Callable, Sequence
 from nemesis.proxy_rules import HOLD_EVENTS, Rule, RuleSet
 from nemesis.proxy_wire import (TRANSACTIONAL_APIS, RequestFields, RequestHeader, WireError, decode_request,
                                 endtxn_response_error, frame_size, parse_request_header,
-                                response_correlation_id)
+                                produce_response_partitions, response_correlation_id)
 
 log = logging.getLogger(__name__)
 
@@ -196,6 +196,16 @@ class KafkaProxy:
         await conn.run()
 
 
+def answer_fields(header: RequestHeader, payload: bytes) -> dict[str, Any]:
+    """What a released request's answer says: EndTxn's error code, a
+    Produce's [partition, error code, base offset] per partition."""
+    if header.api == "EndTxn":
+        return {"error_code": endtxn_response_error(payload, header.api_version)}
+    if header.api == "Produce":
+        return {"answer": produce_response_partitions(payload, header.api_version)}
+    return {}
+
+
 async def _as_coro(fn: Callable[[], Any]) -> Any:
     return fn()
 
@@ -316,8 +326,7 @@ class _Connection:
                     continue
                 header, fields, rule = pending.header, pending.fields, pending.rule
                 if self.held is not None and header.correlation_id == self.held.header.correlation_id:
-                    error = endtxn_response_error(data[4:], header.api_version) if header.api == "EndTxn" else None
-                    proxy._event("held-answered", rule, self.broker, header, fields, error_code=error)
+                    proxy._event("held-answered", rule, self.broker, header, fields, **answer_fields(header, data[4:]))
                     proxy._fire(header.api, fields.transactional_id)
                     return
                 if rule is not None and rule.action == "drop-response":

@@ -196,6 +196,41 @@ def _decode_produce(r: Reader, version: int, compact: bool, out: RequestFields) 
             r.skip_tags()
 
 
+def produce_response_partitions(payload: bytes, api_version: int) -> list[list[int]] | None:
+    """[[partition, error code, base offset], ...] of a Produce response;
+    None when unreadable."""
+    compact = api_version >= FLEXIBLE_FROM["Produce"]
+    r = Reader(payload)
+    out: list[list[int]] = []
+    try:
+        r.int32()
+        if compact:
+            r.skip_tags()
+        for _ in range(r.array_len(compact)):
+            if api_version >= 13:
+                r.take(16)
+            else:
+                r.string(compact)
+            for _ in range(r.array_len(compact)):
+                index, error, base_offset = r.int32(), r.int16(), r.int64()
+                out.append([index, error, base_offset])
+                r.int64()  # log append time
+                if api_version >= 5:
+                    r.int64()  # log start offset
+                if api_version >= 8:
+                    for _ in range(r.array_len(compact)):  # record errors
+                        r.int32()
+                        r.string(compact)
+                    r.string(compact)  # error message
+                if compact:
+                    r.skip_tags()
+            if compact:
+                r.skip_tags()
+    except (WireError, UnicodeError):
+        return None
+    return out
+
+
 def endtxn_response_error(payload: bytes, api_version: int) -> int | None:
     """The error code of an EndTxn response (after the correlation id, the
     response header's tagged fields when flexible, and the throttle time)."""
