@@ -96,6 +96,7 @@ class KafkaProxy:
         self._held: set[Held] = set()
         self._held_txn: set[str] = set()
         self._writers: set[asyncio.StreamWriter] = set()
+        self._servers: list[asyncio.base_events.Server] = []
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
 
@@ -116,11 +117,13 @@ class KafkaProxy:
 
         async def serve() -> None:
             for name, sock in self._socks.items():
-                await asyncio.start_server(lambda r, w, n=name: self._client(n, r, w), sock=sock)
+                self._servers.append(
+                    await asyncio.start_server(lambda r, w, n=name: self._client(n, r, w), sock=sock))
             ready.set()
 
         self._loop.run_until_complete(serve())
         self._loop.run_forever()
+        self._loop.close()
 
     def _call(self, fn: Callable[[], Any]) -> Any:
         if self._loop is None:
@@ -149,11 +152,17 @@ class KafkaProxy:
         loop = self._loop
         if loop is None:
             return
-        def close_all() -> None:
+        async def close_all() -> None:
+            for server in self._servers:
+                server.close()
             for w in list(self._writers):
                 w.close()
+            tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
             loop.stop()
-        loop.call_soon_threadsafe(close_all)
+        asyncio.run_coroutine_threadsafe(close_all(), loop)
         if self._thread is not None:
             self._thread.join(10)
         for s in self._socks.values():
