@@ -39,6 +39,7 @@ FAULT = "proxy"
 # pair (history.ops) and must not have events of another thread between them.
 PROCESS = "proxy"
 EVENT_OF_API = {api: event for event, api in HOLD_EVENTS.items()}
+UPSTREAM_CONNECT_S = 10.0  # a broker that does not accept by then is down: the client's connection is closed
 
 
 def proxy_event_op(value: dict[str, Any]) -> dict[str, Any]:
@@ -193,16 +194,20 @@ class KafkaProxy:
     async def _client(self, broker: str, c_reader: asyncio.StreamReader, c_writer: asyncio.StreamWriter) -> None:
         host, port = self.upstreams[broker]
         try:
-            u_reader, u_writer = await asyncio.open_connection(host, port)
-        except OSError as exc:
-            log.debug("proxy %s: upstream %s:%d refused: %s", broker, host, port, exc)
+            try:
+                u_reader, u_writer = await asyncio.wait_for(asyncio.open_connection(host, port), UPSTREAM_CONNECT_S)
+            except (OSError, asyncio.TimeoutError) as exc:
+                log.debug("proxy %s: upstream %s:%d unreachable: %s", broker, host, port, exc)
+                c_writer.close()
+                return
+            for w in (c_writer, u_writer):
+                w.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self._writers.add(w)
+            await _Connection(self, broker, c_reader, c_writer, u_reader, u_writer).run()
+        except asyncio.CancelledError:
+            # stop() cancels every connection: end quietly (asyncio logs a
+            # client callback that ends cancelled as an error).
             c_writer.close()
-            return
-        for w in (c_writer, u_writer):
-            w.get_extra_info("socket").setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self._writers.add(w)
-        conn = _Connection(self, broker, c_reader, c_writer, u_reader, u_writer)
-        await conn.run()
 
 
 def answer_fields(header: RequestHeader, payload: bytes) -> dict[str, Any]:
