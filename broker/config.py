@@ -13,6 +13,10 @@ from typing import Mapping, Sequence
 
 BROKER_PORT = 9092
 CONTROLLER_PORT = 9093
+# The client listener a run's protocol proxy forwards to (docs/design.md,
+# "Faults inside Kafka's protocol"): advertised as the proxy's address, so
+# clients that bootstrap through the proxy stay behind it.
+PROXY_PORT = 9094
 DATA_DIR = "/var/lib/kafka/data"
 LOG_DIR = "/var/log/kafka"
 CONFIG_PATH = "/etc/kafka/server.properties"
@@ -48,8 +52,10 @@ def property_value(value: object) -> str:
 
 
 def render_properties(node_name: str, address: str, voters: Sequence[tuple[str, str]],
-                      overrides: Mapping[str, object] | None = None) -> str:
-    """``voters`` is every (node name, address) in the cluster."""
+                      overrides: Mapping[str, object] | None = None, proxy_port: int | None = None) -> str:
+    """``voters`` is every (node name, address) in the cluster. With
+    ``proxy_port`` the broker gets a PROXY listener on PROXY_PORT advertised as
+    127.0.0.1:``proxy_port``, where the harness's proxy for it listens."""
     n = len(voters)
     props: dict[str, object] = {
         "process.roles": "broker,controller",
@@ -76,6 +82,10 @@ def render_properties(node_name: str, address: str, voters: Sequence[tuple[str, 
         "num.io.threads": 4,
         "log.segment.bytes": 16 * 1024 * 1024,
     }
+    if proxy_port is not None:
+        props["listeners"] += f",PROXY://{address}:{PROXY_PORT}"
+        props["advertised.listeners"] += f",PROXY://127.0.0.1:{proxy_port}"
+        props["listener.security.protocol.map"] += ",PROXY:PLAINTEXT"
     for key, value in (overrides or {}).items():
         props[key] = value
     lines = ["# written by kchaos"]

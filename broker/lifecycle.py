@@ -50,6 +50,8 @@ class BrokerSettings:
     features: dict[str, int] = field(default_factory=dict)
     # Start the broker JVM from a class-data-sharing archive when one is cached.
     cds: bool = True
+    # Node name -> the port of its protocol proxy on the harness host (broker.config, PROXY_PORT).
+    proxy_ports: dict[str, int] = field(default_factory=dict)
 
 
 def _java(node_classpath: str, main: str, *args: str, heap: str = "256m") -> list[str]:
@@ -78,7 +80,8 @@ class Broker:
 
     def configure(self, voters: Sequence[tuple[str, str]], overrides: Mapping[str, object] | None = None) -> str:
         text = render_properties(self.node.name, self.node.address, voters,
-                                 {**self.settings.properties, **(overrides or {})})
+                                 {**self.settings.properties, **(overrides or {})},
+                                 proxy_port=self.settings.proxy_ports.get(self.node.name))
         with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as tmp:
             tmp.write(text)
         self.node.put(Path(tmp.name), CONFIG_PATH)

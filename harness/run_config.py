@@ -21,6 +21,7 @@ from infra.inventory import load_inventory
 from infra.kafka_versions import features
 from infra.tomlfile import load_toml
 from nemesis.packages import build_packages, nemeses_of
+from nemesis.proxy_rules import parse_rules
 from workloads.kinds import WorkloadKind, kind_of, workload_names
 
 MODES = ("assign", "subscribe")
@@ -77,6 +78,9 @@ class NemesisConfig:
     # optional unit: steps kchaos shrink keeps or drops together), replacing the one drawn from
     # the seed; the packages of ``faults`` carry it out. Written by ``kchaos shrink`` (harness/shrink.py).
     steps: list[dict[str, Any]] = field(default_factory=list)
+    # The protocol proxy's rules, [[nemesis.proxy]] tables (nemesis/proxy_rules.py);
+    # the "proxy" fault arms them.
+    proxy: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -269,6 +273,7 @@ def validate(cfg: RunConfig) -> RunConfig:
         _validate_steps(cfg, packages)
     elif cfg.nemesis.steps:
         raise UsageError("nemesis.steps needs nemesis.faults: the fault packages that carry the steps out")
+    _validate_proxy(cfg)
     if cfg.seed is not None and not isinstance(cfg.seed, int):
         raise UsageError(f"seed must be an integer, got {cfg.seed!r}")
     if w.replay is not None:
@@ -301,6 +306,17 @@ def _validate_steps(cfg: RunConfig, packages: list) -> None:
                              f"they handle {', '.join(sorted(handled))}")
         if not isinstance(step.get("value", {}), dict):
             raise UsageError(f"{where}.value must be a table, got {step.get('value')!r}")
+
+
+def _validate_proxy(cfg: RunConfig) -> None:
+    """The proxy's rules parse (one line naming the bad key otherwise) and
+    come with the fault that arms them."""
+    parse_rules(cfg.nemesis.proxy)
+    armed = "proxy" in {f.strip().lower() for entry in cfg.nemesis.faults for f in str(entry).split(",")}
+    if cfg.nemesis.proxy and not armed:
+        raise UsageError('[[nemesis.proxy]] rules need the "proxy" fault in [nemesis] faults to arm them')
+    if armed and not cfg.nemesis.proxy:
+        raise UsageError('the "proxy" fault needs at least one [[nemesis.proxy]] rule')
 
 
 def workload_kind(cfg: RunConfig) -> WorkloadKind:

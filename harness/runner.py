@@ -39,6 +39,7 @@ from infra.distribution import resolve_kafka
 from infra.image import build_node_image, image_id
 from nemesis.packages import build_nemesis, build_packages, final_ops, heal_all
 from nemesis.protocol import NemesisContext
+from nemesis.proxy_nemesis import RunProxy
 from workloads.client import ClientContext, effective_settings
 from workloads.drain import WatermarkProbe, drain, wait_for_drain
 
@@ -83,6 +84,7 @@ class Runner:
         self._nemesis_lock = threading.Lock()
         self._abandon = threading.Event()            # interrupted: do not wait for in-flight sends
         self.workers: WorkerLoops | None = None      # the worker threads' bodies, from the workload phase on
+        self.proxy: RunProxy | None = None           # a proxied run's protocol proxy (nemesis/proxy_nemesis.py)
         self._threads: list[threading.Thread] = []
         self.t0 = 0.0
         self.pace = FaultPace(0.0, self.cfg.time_limit)   # replaced when the workload starts
@@ -160,12 +162,17 @@ class Runner:
             self._store_ran({"ran_on": {**self.ran_on, **provenance.node_side(cfg.kafka_version, None, None, None)}})
         self.events.phase("cluster", f"bringing up {cfg.nodes} Kafka {cfg.kafka_version} brokers")
         settings = BrokerSettings(properties=dict(cfg.broker), features=dict(cfg.broker_features))
+        if cfg.nemesis.proxy:  # its ports first: the brokers advertise them
+            self.proxy = RunProxy(cfg.nemesis.proxy, cfg.nodes, cfg.seed, self.recorder.append)
+            settings.proxy_ports = self.proxy.ports
         # Unique per run folder, and short: long suite run names must not collide when cut.
         tag = hashlib.sha256(str(self.run_dir.resolve()).encode()).hexdigest()[:8]
         name = re.sub(r"[^a-z0-9_.-]", "-", f"{cfg.name.lower()[:28]}-{tag}")
         self.cluster = cluster_up(name, cfg.nodes, cfg.kafka_version, cfg.base_image, settings,
                                   backend=cfg.backend, inventory=cfg.inventory)
         log.info("cluster %s up: %s", name, self.cluster.timings)
+        if self.proxy is not None:
+            self.proxy.start(self.cluster.kafka)
         if cfg.keep_cluster:
             mark_kept(name, cfg.kafka_version, settings)
         self.cluster.kafka.create_topic(TOPIC, cfg.workload.partitions, cfg.workload.replication_factor,
@@ -291,6 +298,8 @@ class Runner:
                 log.warning("collecting node logs failed: %s", exc)
             if not self.cfg.keep_cluster:
                 self.cluster.down()
+        if self.proxy is not None:
+            self.proxy.stop()
         self.recorder.writer.close()
 
     def _phase_analysis(self) -> RunOutcome:
@@ -316,7 +325,8 @@ class Runner:
         return run
 
     def _client_context(self, process: int) -> ClientContext:
-        return client_context(self.cfg, self.cluster.kafka.bootstrap(), process)
+        bootstrap = self.proxy.bootstrap() if self.proxy is not None else self.cluster.kafka.bootstrap()
+        return client_context(self.cfg, bootstrap, process)
 
     def _nemesis_loop(self) -> None:
         """Each planned step after its planned gap from the previous step's

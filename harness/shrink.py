@@ -76,7 +76,9 @@ def units_of(cfg: RunConfig) -> list[Unit]:
     in_cycles: set[str] = set()
     for p in packages:
         if not isinstance(p, FaultPackage):
-            for cycle in p.plan_cycles(cfg.time_limit, cfg.nemesis.interval, rng):
+            cycles = (p.plan_cycles(cfg.time_limit, cfg.nemesis.interval, rng) if hasattr(p, "plan_cycles")
+                      else [p.plan(cfg.time_limit, cfg.nemesis.interval, rng)])   # e.g. the proxy's arm
+            for cycle in cycles:
                 out.append(Unit(tuple(cycle), p.name, scenario=True))
                 in_cycles |= {_key(step) for step in cycle}
     fault_packages = [p for p in packages if isinstance(p, FaultPackage)]

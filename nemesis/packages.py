@@ -27,6 +27,7 @@ from infra.node import Node, shell_join
 from nemesis import clock, netem, partition, power, process
 from nemesis.budget import Budget, op_cost
 from nemesis.protocol import ComposedNemesis, Nemesis, NemesisContext, Op, compose, each, node_names
+from nemesis.proxy_nemesis import ProxyPackage
 
 log = logging.getLogger(__name__)
 
@@ -171,6 +172,8 @@ BY_NAME_ONLY: dict[str, FaultPackage] = {
     "power-loss": FaultPackage(
         "power-loss", "#5c940d", (power.POWER_LOSS,), power.POWER_ON, power.PowerLossNemesis, _draw_power,
         ({"f": power.POWER_ON, "value": {"fault": power.FAULT, "target": "all"}},)),
+    # The protocol proxy's rules ([[nemesis.proxy]]), armed for the whole workload.
+    "proxy": ProxyPackage(),  # type: ignore[dict-item]  # plans itself, as scenario packages do
 }
 # The order final heals run in: the network first (so restarted brokers can
 # talk), then paused processes, clocks, and last the restarts.
