@@ -60,7 +60,7 @@ def register(app: click.Group) -> None:
         verbosity = verbosity_of(verbose, quiet)
         if not run_dir.is_dir():
             raise UsageError(f"{run_dir} is not a run folder")
-        run_dir = resolve_run_dir(run_dir)
+        run_dir = resolve_run_dir(run_dir).resolve()    # the folder itself, not a latest link
         if not (run_dir / "config.json").is_file():
             raise UsageError(f"{run_dir} has no config.json: not a kchaos run folder")
         original = load_run(run_dir)
