@@ -76,11 +76,15 @@ def unplaced_ops(ops: list[Op], concurrency: int) -> int:
 
 
 def replayed_steps(ops: list[Op], workload_s: float) -> list[dict[str, Any]]:
-    """The fault steps the history invoked during the workload, as ``nemesis.steps``."""
+    """The fault steps the history invoked during the workload, as ``nemesis.steps``:
+    those before ``workload_s`` and before the last client invoke that is not a drain
+    (the workers stop before the final phase heals; its heals are the replay's own)."""
     origin = workload_start_ns(ops)
+    last_client = max((op["time"] for op in ops if op.get("type") == INVOKE and _is_client(op)
+                       and not op.get("drain")), default=origin)
     steps = []
     for op in ops:
-        if op.get("process") != NEMESIS or op.get("type") != INVOKE:
+        if op.get("process") != NEMESIS or op.get("type") != INVOKE or op["time"] > last_client:
             continue
         at = (op["time"] - origin) / 1e9
         if 0 <= at < workload_s:

@@ -46,7 +46,7 @@ def register(app: click.Group) -> None:
         if not (run_dir / "config.json").is_file():
             raise UsageError(f"{run_dir} has no config.json: not a kchaos run folder")
         try:
-            ops = read_history(run_dir / "history.jsonl")
+            ops = list(read_history(run_dir / "history.jsonl"))
         except (OSError, HistoryFormatError) as exc:
             raise UsageError(f"{run_dir}: no readable history: {exc}") from None
         cfg = run_config.load(run_dir / "config.json")

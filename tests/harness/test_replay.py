@@ -25,7 +25,7 @@ HISTORY = [
     op(10, 3.1, 1, "ok", "poll", {}),
     op(11, 3.5, 5, "invoke", "poll", None),                     # a later process without it: unplaced
     op(12, 3.6, 5, "ok", "poll", {}),
-    op(13, 9.0, "nemesis", "invoke", "start", {"fault": "kill", "target": "all"}),   # a final heal
+    op(13, 5.0, "nemesis", "invoke", "start", {"fault": "kill", "target": "all"}),   # a final heal
     op(14, 9.5, 1, "invoke", "poll", None, drain=True),
 ]
 
