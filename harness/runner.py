@@ -22,7 +22,7 @@ from typing import Any, Callable
 from broker.lifecycle import BrokerSettings
 from harness import schedule
 from harness.analysis import analyze
-from harness.client_config import TOPIC, client_context, offline_client_context
+from harness.client_config import TOPIC, client_context, stored_client_settings
 from harness.progress import RunListener, as_listener, fault_line
 from harness.record_collector import collect_records
 from harness.run_cluster import ClusterHandle, cluster_up, mark_kept, sweep_dead_runs
@@ -37,7 +37,7 @@ from infra.distribution import resolve_kafka
 from infra.image import build_node_image
 from nemesis.packages import build_nemesis, build_packages, final_ops, heal_all
 from nemesis.protocol import NemesisContext
-from workloads.client import ClientContext, effective_settings
+from workloads.client import ClientContext
 from workloads.drain import WatermarkProbe, drain, wait_for_drain
 
 log = logging.getLogger(__name__)
@@ -103,7 +103,7 @@ class Runner:
         cfg = self.cfg
         cfg_json = cfg.to_json()
         cfg_json["schedule_digest"] = schedule.digest(cfg)
-        cfg_json["client_settings"] = effective_settings(offline_client_context(cfg))
+        cfg_json["client_settings"] = stored_client_settings(cfg)   # and the client library's name and version
         cfg_json["workload_kind"] = self.kind.stored()
         write_json(run_dir / "config.json", cfg_json)
         self.recorder = Recorder(HistoryWriter(run_dir / "history.jsonl"))
