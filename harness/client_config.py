@@ -15,7 +15,7 @@ from infra.client_jars import build_driver
 from infra.errors import UsageError
 from workloads.client import ClientContext, check_settings, effective_settings
 from workloads.driver_protocol import ANSWER_GRACE_S, DriverError, DriverProcess
-from workloads.java_client import JAVA_SOURCE, driver_command, java_effective_settings, java_settings_check
+from workloads.java_client import JAVA_SOURCES, driver_command, java_effective_settings, java_settings_check
 from workloads.kinds import WorkloadKind
 
 if TYPE_CHECKING:   # run_config imports this module: for the annotations only
@@ -58,7 +58,7 @@ def client_context(cfg: RunConfig, bootstrap: str = "", process: int = 0) -> Cli
 @functools.lru_cache(maxsize=None)
 def java_driver(version: str) -> tuple[str, ...]:
     """The command line of the Java driver on kafka-clients ``version``, built on first use."""
-    build = build_driver(version, JAVA_SOURCE)
+    build = build_driver(version, JAVA_SOURCES)
     return driver_command(build.classpath, str(build.log4j_config))
 
 

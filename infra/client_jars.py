@@ -2,10 +2,10 @@
 driver compiled against it, in versioned cache folders.
 
 The jars resolve the way the broker's do (infra/distribution.py: a generated
-POM, ``mvn dependency:copy-dependencies``); the driver's one source file is
-compiled with the JDK's ``javac`` on first use and cached under the client
-version and the source's digest, so an edited driver is rebuilt and an
-unchanged one never is (docs/design.md, "The client protocol").
+POM, ``mvn dependency:copy-dependencies``); the driver's source files (every
+``*.java`` of its folder) are compiled with the JDK's ``javac`` on first use
+and cached under the client version and the sources' digest, so an edited
+driver is rebuilt and an unchanged one never is (docs/design.md, "The client protocol").
 """
 from __future__ import annotations
 
@@ -89,12 +89,16 @@ def resolve_client_jars(version: str, cache: Path | None = None) -> Path:
     return root / "lib"
 
 
-def build_driver(version: str, source: Path, cache: Path | None = None) -> JavaDriverBuild:
-    """The driver at ``source`` compiled against ``kafka-clients`` ``version``
-    (resolved first), cached by version and source digest."""
+def build_driver(version: str, sources: Path, cache: Path | None = None) -> JavaDriverBuild:
+    """The driver whose ``*.java`` files are in the folder ``sources``, compiled
+    against ``kafka-clients`` ``version`` (resolved first), cached by version
+    and the sources' digest."""
     lib = resolve_client_jars(version, cache)
-    text = source.read_bytes()
-    digest = hashlib.sha256(text + DRIVER_LOG4J2.encode()).hexdigest()[:12]
+    files = sorted(sources.glob("*.java"))
+    h = hashlib.sha256(DRIVER_LOG4J2.encode())
+    for f in files:
+        h.update(f"{f.name}\n".encode() + f.read_bytes())
+    digest = h.hexdigest()[:12]
     root = lib.parent / "driver" / digest
     build = JavaDriverBuild(version, root / "classes", lib)
     if (root / ".complete").exists():
@@ -106,11 +110,11 @@ def build_driver(version: str, source: Path, cache: Path | None = None) -> JavaD
     (work / "classes").mkdir(parents=True)
     cp = ":".join(sorted(str(j) for j in lib.glob("*.jar")))
     proc = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "--release", "11", "-cp", cp,
-                           "-d", str(work / "classes"), str(source)], capture_output=True, text=True, timeout=300)
+                           "-d", str(work / "classes"), *map(str, files)], capture_output=True, text=True, timeout=300)
     if proc.returncode != 0:
         shutil.rmtree(work, ignore_errors=True)
         first = [l for l in (proc.stderr or proc.stdout).splitlines() if "error" in l][:1]
-        raise KchaosError(f"javac could not compile {source.name} against kafka-clients {version}: "
+        raise KchaosError(f"javac could not compile the driver in {sources} against kafka-clients {version}: "
                           f"{first[0] if first else proc.stderr.strip()[:300]}")
     (work / "classes" / "log4j2.xml").write_text(DRIVER_LOG4J2)
     finish_cache_folder(work, root, version)

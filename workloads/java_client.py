@@ -1,5 +1,5 @@
 """The official Java client (``kafka-clients``) as a workload client: the
-driver in workloads/java_driver/KchaosDriver.java, one JVM per logical
+driver in workloads/java_driver/ (main class KchaosDriver), one JVM per logical
 process, spoken to over the client protocol (workloads/driver_protocol.py,
 docs/design.md "The client protocol").
 
@@ -22,7 +22,7 @@ from workloads.client import Client, ClientContext, delivery_timeout_ms
 from workloads.driver_protocol import DriverClient
 from workloads.txn import TRANSACTION_TIMEOUT_MS, transactional_id
 
-JAVA_SOURCE = Path(__file__).with_name("java_driver") / "KchaosDriver.java"
+JAVA_SOURCES = Path(__file__).with_name("java_driver")     # the driver's *.java files
 JAVA_MAIN_CLASS = "KchaosDriver"
 #: A small heap: one JVM per worker process, on a machine shared with the brokers.
 JAVA_OPTIONS = ("-Xmx128m", "-XX:+UseSerialGC", "-Xss512k")

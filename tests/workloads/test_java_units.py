@@ -11,7 +11,7 @@ from types import SimpleNamespace
 import pytest
 
 from harness.run_config import WorkloadConfig
-from tests.harness.config_refusals import refused_by_validate
+from tests.harness.config_refusals import refused_by_cli, refused_by_validate
 from workloads.client import ClientContext
 from workloads.driver_protocol import DriverClient, DriverError
 from workloads.java_client import JAVA_KINDS, java_consumer_settings, java_producer_settings
@@ -60,6 +60,17 @@ def test_java_clients_replace_the_kinds_clients_and_refuse_what_they_do_not_run(
 ])
 def test_refusals_before_anything_starts(tmp_path, toml, expected):
     assert expected in refused_by_validate(tmp_path, toml)
+
+
+def test_a_client_version_maven_central_lacks_is_one_line_and_exit_64(tmp_path):
+    """Resolving kafka-clients is what refuses it (mvn asks Maven Central: a few kB)."""
+    line = refused_by_cli(tmp_path, '[workload]\nclient = "java"\nclient_version = "9.9.9"\n')
+    assert "org.apache.kafka:kafka-clients:9.9.9 does not resolve from Maven Central" in line
+
+
+def test_a_setting_the_java_client_lacks_is_named(tmp_path):
+    line = refused_by_validate(tmp_path, '[workload]\nclient = "java"\n[consumer]\n"enable.partition.eof" = true\n')
+    assert line.startswith('consumer."enable.partition.eof": not a setting of the Java client')
 
 
 # -- the protocol's plumbing, with a stand-in driver -------------------------------------------
