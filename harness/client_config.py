@@ -72,7 +72,7 @@ def stored_client_settings(cfg: RunConfig) -> dict[str, dict[str, Any]]:
 
 
 def client_identity(cfg: RunConfig) -> dict[str, str]:
-    """The client library's exact name and version, as config.json records it (``client``)."""
+    """The client library's exact name and version, as config.json records it (``client_settings.library``)."""
     w = cfg.workload
     if w.client == "java":
         return {"name": "kafka-clients", "library": "org.apache.kafka:kafka-clients", "version": w.client_version}

@@ -24,8 +24,10 @@ from workloads.txn import TRANSACTION_TIMEOUT_MS, transactional_id
 
 JAVA_SOURCES = Path(__file__).with_name("java_driver")     # the driver's *.java files
 JAVA_MAIN_CLASS = "KchaosDriver"
-#: A small heap: one JVM per worker process, on a machine shared with the brokers.
-JAVA_OPTIONS = ("-Xmx128m", "-XX:+UseSerialGC", "-Xss512k")
+#: A small heap: one JVM per worker process, on a machine shared with the brokers. C1 only: a
+#: driver starts in about half the time (docs/design.md, "The client protocol"), and each new
+#: process (a crash, an info op) waits for its start.
+JAVA_OPTIONS = ("-Xmx128m", "-XX:+UseSerialGC", "-Xss512k", "-XX:TieredStopAtLevel=1")
 
 # librdkafka names of settings the Java client has under another name (the run
 # config's tables are written for librdkafka first: workloads/client.py).
