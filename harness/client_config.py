@@ -1,13 +1,21 @@
 """What a run config means for its clients: the topic, the consumers' group
 id, the share of commits, the context each worker's process opens its client
-with, and librdkafka's word on the settings before any cluster starts.
+with, and the client library's word on the settings before any cluster
+starts (librdkafka's, or with ``client = "java"`` the Java driver's, built
+here: infra/client_jars.py).
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import functools
+from typing import TYPE_CHECKING, Any
 
+import confluent_kafka
+
+from infra.client_jars import build_driver
 from infra.errors import UsageError
-from workloads.client import ClientContext, check_settings
+from workloads.client import ClientContext, check_settings, effective_settings
+from workloads.driver_protocol import ANSWER_GRACE_S, DriverError, DriverProcess
+from workloads.java_client import JAVA_SOURCES, driver_command, java_effective_settings, java_settings_check
 from workloads.kinds import WorkloadKind
 
 if TYPE_CHECKING:   # run_config imports this module: for the annotations only
@@ -43,7 +51,33 @@ def client_context(cfg: RunConfig, bootstrap: str = "", process: int = 0) -> Cli
         bootstrap=bootstrap, topic=TOPIC, partitions=w.partitions, process=process,
         producer_config=dict(cfg.producer), consumer_config=dict(cfg.consumer),
         mode=w.mode, group_id=run_group_id(cfg), op_timeout_s=w.op_timeout,
-        poll_max_messages=w.poll_max_messages, poll_timeout_s=w.poll_timeout)
+        poll_max_messages=w.poll_max_messages, poll_timeout_s=w.poll_timeout,
+        driver=java_driver(w.client_version or cfg.kafka_version) if w.client == "java" else ())
+
+
+@functools.lru_cache(maxsize=None)
+def java_driver(version: str) -> tuple[str, ...]:
+    """The command line of the Java driver on kafka-clients ``version``, built on first use."""
+    build = build_driver(version, JAVA_SOURCES)
+    return driver_command(build.classpath, str(build.log4j_config))
+
+
+def stored_client_settings(cfg: RunConfig) -> dict[str, dict[str, Any]]:
+    """What config.json records as ``client_settings``: the effective producer
+    and consumer settings, and under ``library`` the client's exact name and
+    version (``client_identity``)."""
+    ctx = offline_client_context(cfg)
+    settings = java_effective_settings(ctx) if cfg.workload.client == "java" else effective_settings(ctx)
+    return {**settings, "library": client_identity(cfg)}
+
+
+def client_identity(cfg: RunConfig) -> dict[str, str]:
+    """The client library's exact name and version, as config.json records it (``client_settings.library``)."""
+    w = cfg.workload
+    if w.client == "java":
+        return {"name": "kafka-clients", "library": "org.apache.kafka:kafka-clients", "version": w.client_version}
+    return {"name": "librdkafka", "version": confluent_kafka.libversion()[0],
+            "binding": f"confluent-kafka {confluent_kafka.version()[0]}"}
 
 
 def offline_client_context(cfg: RunConfig) -> ClientContext:
@@ -59,6 +93,9 @@ def validate_client_settings(cfg: RunConfig, kind: WorkloadKind) -> None:
     transactional producer's). The bootstrap address is the cluster's and not
     known yet (check_settings leaves it out)."""
     ctx = offline_client_context(cfg)
+    if cfg.workload.client == "java":
+        _check_java_settings(ctx)
+        return
     for check in (check_settings, kind.check_settings):
         if check is None:
             continue
@@ -66,3 +103,18 @@ def validate_client_settings(cfg: RunConfig, kind: WorkloadKind) -> None:
             check(ctx)
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+
+
+def _check_java_settings(ctx: ClientContext) -> None:
+    """The Java driver's offline check of the settings (unknown names, bad
+    values): one line, exit 64. Resolving and building the driver comes
+    first, so a client version Maven Central lacks is refused here too."""
+    proc = DriverProcess(list(ctx.driver), "driver-check")
+    try:
+        answer = proc.request({"f": "check", "config": java_settings_check(ctx)}, ANSWER_GRACE_S)
+    except DriverError as exc:
+        raise UsageError(f"the Java driver could not check the settings: {exc}") from None
+    finally:
+        proc.kill()
+    if answer.get("type") != "ok":
+        raise UsageError(str(answer.get("error")).splitlines()[0])

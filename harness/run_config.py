@@ -22,7 +22,7 @@ from infra.kafka_versions import features
 from infra.tomlfile import load_toml
 from nemesis.packages import build_packages, nemeses_of
 from nemesis.proxy_rules import parse_rules
-from workloads.kinds import WorkloadKind, kind_of, workload_names
+from workloads.kinds import CLIENTS, WorkloadKind, kind_of, workload_names
 
 MODES = ("assign", "subscribe")
 # "batch": one producer per process, each send op a batch flushed before it completes;
@@ -62,6 +62,8 @@ class WorkloadConfig:
     # kchaos replay (harness/replay.py): a history.jsonl whose recorded client ops the workers
     # invoke, at their recorded gaps, instead of the seed's.
     replay: str | None = None
+    client: str = "librdkafka"      # the Kafka client: "librdkafka" (in-process) | "java" (kafka-clients, a driver JVM)
+    client_version: str = ""        # java: the kafka-clients version; "" is the cluster's kafka_version
 
 
 @dataclass
@@ -284,6 +286,7 @@ def validate(cfg: RunConfig) -> RunConfig:
                              "replay a run with producer = \"batch\"")
     _validate_transactions(cfg)
     _validate_group(cfg)
+    _validate_client(cfg)
     validate_client_settings(cfg, workload_kind(cfg))
     _validate_kafka_settings(cfg)
     return cfg
@@ -399,6 +402,23 @@ def _validate_group(cfg: RunConfig) -> None:
             raise UsageError(f'consumer."{key}" = {cfg.consumer[key]!r} with commit ops (commit_fraction '
                              f"{commits:g}): librdkafka would commit offsets the history does not show; "
                              "leave it unset (false)")
+
+
+def _validate_client(cfg: RunConfig) -> None:
+    """[workload] client and client_version: a known client, and for the Java
+    client a version, the cluster's when none is given (so config.json records
+    the exact one)."""
+    w = cfg.workload
+    if w.client not in CLIENTS:
+        raise UsageError(f"unknown client {w.client!r}; clients: {', '.join(CLIENTS)}")
+    if w.client == "librdkafka":
+        if w.client_version:
+            raise UsageError(f'client_version {w.client_version!r} is for client = "java"; librdkafka\'s is '
+                             "the installed confluent-kafka's")
+        return
+    if not w.client_version:
+        w.client_version = cfg.kafka_version
+    validate_version(w.client_version)
 
 
 def _validate_kafka_settings(cfg: RunConfig) -> None:

@@ -24,7 +24,7 @@ from broker.lifecycle import BrokerSettings
 from harness import provenance, schedule
 from harness.analysis import analyze
 from harness.fault_pacing import FaultPace
-from harness.client_config import TOPIC, client_context, offline_client_context
+from harness.client_config import TOPIC, client_context, stored_client_settings
 from harness.progress import RunListener, as_listener, fault_line
 from harness.record_collector import collect_records
 from harness.run_cluster import ClusterHandle, cluster_up, mark_kept, sweep_dead_runs
@@ -40,7 +40,7 @@ from infra.image import build_node_image, image_id
 from nemesis.packages import build_nemesis, build_packages, final_ops, heal_all
 from nemesis.protocol import NemesisContext
 from nemesis.proxy_nemesis import RunProxy
-from workloads.client import ClientContext, effective_settings
+from workloads.client import ClientContext
 from workloads.drain import WatermarkProbe, drain, wait_for_drain
 
 log = logging.getLogger(__name__)
@@ -112,7 +112,7 @@ class Runner:
         cfg = self.cfg
         cfg_json = cfg.to_json()
         cfg_json["schedule_digest"] = schedule.digest(cfg)
-        cfg_json["client_settings"] = effective_settings(offline_client_context(cfg))
+        cfg_json["client_settings"] = stored_client_settings(cfg)   # and the client library's name and version
         cfg_json["workload_kind"] = self.kind.stored()
         self.ran_on = cfg_json["ran_on"] = provenance.harness_side()
         write_json(run_dir / "config.json", cfg_json)

@@ -164,12 +164,25 @@ def resolve_kafka(version: str = DEFAULT_KAFKA_VERSION, cache: Path | None = Non
     dist = KafkaDistribution(version, root)
     if done.exists():
         return dist
+    not_found = (f"Kafka version {version} does not resolve from Maven Central "
+                 f"(org.apache.kafka:kafka_2.13:{version}); try {DEFAULT_KAFKA_VERSION}")
+    work = copy_dependencies(pom, root, not_found, f"Kafka {version}")
+    (work / "config").mkdir()
+    (work / "config" / "log4j2.xml").write_text(LOG4J2_CONFIG)
+    finish_cache_folder(work, root, version)
+    return dist
+
+
+def copy_dependencies(pom: str, root: Path, not_found: str, what: str) -> Path:
+    """Resolve ``pom``'s runtime dependencies with mvn into ``lib/`` of a fresh
+    ``<root>.partial`` folder (returned; ``finish_cache_folder`` makes it
+    ``root``). Raises KafkaVersionNotFound(``not_found``) when Maven Central has
+    no such artifact, KchaosError naming ``what`` on any other mvn failure."""
     if shutil.which("mvn") is None:
         raise KchaosError("mvn is not installed; run the set-up (./kchaos) or apt-get install maven")
     work = root.with_name(root.name + ".partial")
     shutil.rmtree(work, ignore_errors=True)
     (work / "lib").mkdir(parents=True)
-    (work / "config").mkdir()
     (work / "pom.xml").write_text(pom)
     proc = subprocess.run(
         ["mvn", "-B", "-q", "-U", "-f", str(work / "pom.xml"), "dependency:copy-dependencies",
@@ -179,13 +192,14 @@ def resolve_kafka(version: str = DEFAULT_KAFKA_VERSION, cache: Path | None = Non
         text = proc.stdout + proc.stderr
         shutil.rmtree(work, ignore_errors=True)
         if "Could not find artifact" in text or "was not found in" in text:
-            raise KafkaVersionNotFound(
-                f"Kafka version {version} does not resolve from Maven Central "
-                f"(org.apache.kafka:kafka_2.13:{version}); try {DEFAULT_KAFKA_VERSION}")
+            raise KafkaVersionNotFound(not_found)
         last = [l for l in text.splitlines() if "ERROR" in l][:1] or text.splitlines()[-1:]
-        raise KchaosError(f"mvn failed to fetch Kafka {version}: {last[0] if last else 'no output'}")
-    (work / "config" / "log4j2.xml").write_text(LOG4J2_CONFIG)
-    (work / ".complete").write_text(version)
+        raise KchaosError(f"mvn failed to fetch {what}: {last[0] if last else 'no output'}")
+    return work
+
+
+def finish_cache_folder(work: Path, root: Path, stamp: str) -> None:
+    """Mark ``work`` complete and move it to ``root`` (a cache folder is whole or absent)."""
+    (work / ".complete").write_text(stamp)
     shutil.rmtree(root, ignore_errors=True)
     work.rename(root)
-    return dist

@@ -18,6 +18,7 @@ need_root() {
 # 1. System packages (Debian/Ubuntu). Each entry: command-to-probe:package.
 missing=()
 for pair in dockerd:docker.io iptables:iptables debootstrap:debootstrap mvn:maven java:openjdk-17-jre-headless \
+            javac:default-jdk-headless \
             chromium:chromium chromedriver:chromium-driver ip:iproute2 tar:tar; do
   cmd="${pair%%:*}"; pkg="${pair##*:}"
   if [ "$cmd" = debootstrap ]; then

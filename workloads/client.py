@@ -63,6 +63,7 @@ class ClientContext:
     poll_max_messages: int = 500      # a poll op returns at most this many messages
     poll_timeout_s: float = 0.1       # how long a poll op waits for the first message
     message_bytes: int = 0            # pad each value (ASCII decimal) with spaces to this size
+    driver: tuple[str, ...] = ()      # an outside client's command line (workloads/driver_protocol.py)
 
 
 class Client(ABC):

@@ -24,9 +24,16 @@ never which kind it runs (docs/design.md, "Extending kchaos"):
   a report may expect: the checkers run every check whatever the kind.
 
 A new kind is one more entry in ``KINDS`` plus its client module.
+
+``[workload] client`` picks the Kafka client library the kind's clients use
+(``CLIENTS``): librdkafka in-process (the entries below), or the official
+Java client in a driver process (workloads/java_client.py ``JAVA_KINDS``,
+over the client protocol of docs/design.md). ``kind_of`` hands the runner
+the kind with that library's clients, so the runner never asks which.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 from dataclasses import dataclass
@@ -35,6 +42,7 @@ from typing import Any, Callable, Iterator, Mapping
 from history.writer import SendRow
 from workloads.client import Client, ClientContext, SendPump
 from workloads.group import GroupClient
+from workloads.java_client import JAVA_KINDS, java_wait_for_coordinator
 from workloads.op_streams import PlannedOp, StreamSpec, assign_op, queue_ops, subscribe_op, txn_ops
 from workloads.pipelined import PipelinedProducer
 from workloads.queue import QueueClient
@@ -147,16 +155,40 @@ KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (
         set_up=_wait_for_coordinator, check_settings=check_txn_settings),
 )}
 
+#: The client libraries ``[workload] client`` names; the first is the default.
+CLIENTS = ("librdkafka", "java")
+
+
+def with_client(kind: WorkloadKind, workload: Any) -> WorkloadKind:
+    """``kind`` with the clients of the library ``workload.client`` names;
+    ValueError (one line) when that library does not run the kind yet."""
+    client = getattr(workload, "client", CLIENTS[0])
+    if client == CLIENTS[0]:
+        return kind
+    if client != "java":
+        raise ValueError(f"unknown client {client!r}; clients: {', '.join(CLIENTS)}")
+    make = JAVA_KINDS.get(kind.name)
+    if make is None:
+        raise ValueError(f'client = "java" does not run the {kind.name} workload yet; it runs: '
+                         f"{', '.join(JAVA_KINDS)}")
+    # The librdkafka set-up and settings check are librdkafka's; the Java settings are checked
+    # by the driver itself (harness/client_config.py).
+    set_up = java_wait_for_coordinator if kind.set_up is not None else None
+    return dataclasses.replace(kind, make_client=make, set_up=set_up, check_settings=None)
+
+
 def claimants(workload: Any) -> list[WorkloadKind]:
     """Every kind that claims ``workload`` (the run config's [workload] table)."""
     return [kind for kind in KINDS.values() if kind.claims_config(workload)]
 
 
 def kind_of(workload: Any) -> WorkloadKind:
-    """The one kind that claims ``workload``; ValueError naming the fields when none or several do."""
+    """The one kind that claims ``workload``, with the clients of its ``client``
+    library; ValueError naming the fields when none or several do, or the
+    library does not run it."""
     found = claimants(workload)
     if len(found) == 1:
-        return found[0]
+        return with_client(found[0], workload)
     keys = dict.fromkeys(key for kind in KINDS.values() for key in kind.claims)
     fields = ", ".join(f"{key} = {getattr(workload, key, None)!r}" for key in keys)
     if not found:
