@@ -20,8 +20,8 @@ from infra.errors import UsageError
 from infra.inventory import load_inventory
 from infra.kafka_versions import features
 from infra.tomlfile import load_toml
+from harness.nemesis_config import validate_proxy, validate_steps
 from nemesis.packages import build_packages, nemeses_of
-from nemesis.proxy_rules import parse_rules
 from workloads.kinds import CLIENTS, WorkloadKind, kind_of, workload_names
 
 MODES = ("assign", "subscribe")
@@ -272,10 +272,10 @@ def validate(cfg: RunConfig) -> RunConfig:
             raise UsageError(f"power-loss cuts the logs in kchaos's own log dir; it cannot run with [broker] "
                              f"{', '.join(moved)} set")
         nemeses_of(packages)      # packages whose nemeses claim the same op cannot run together
-        _validate_steps(cfg, packages)
+        validate_steps(cfg, packages)
     elif cfg.nemesis.steps:
         raise UsageError("nemesis.steps needs nemesis.faults: the fault packages that carry the steps out")
-    _validate_proxy(cfg)
+    validate_proxy(cfg)
     if cfg.seed is not None and not isinstance(cfg.seed, int):
         raise UsageError(f"seed must be an integer, got {cfg.seed!r}")
     if w.replay is not None:
@@ -290,36 +290,6 @@ def validate(cfg: RunConfig) -> RunConfig:
     validate_client_settings(cfg, workload_kind(cfg))
     _validate_kafka_settings(cfg)
     return cfg
-
-
-def _validate_steps(cfg: RunConfig, packages: list) -> None:
-    """An explicit plan: each step a table {at, f, value} with 0 <= at < time_limit and an op
-    one of the packages' nemeses handles."""
-    handled = frozenset().union(*(nem.fs for nem in nemeses_of(packages)))
-    for i, step in enumerate(cfg.nemesis.steps, start=1):
-        where = f"nemesis.steps[{i}]"
-        if not isinstance(step, dict) or set(step) - {"at", "f", "value", "unit"}:
-            raise UsageError(f"{where} must be a table of at, f, value (and unit), got {step!r}")
-        at = step.get("at")
-        if isinstance(at, bool) or not isinstance(at, (int, float)) or not 0 <= at < cfg.time_limit:
-            raise UsageError(f"{where}.at must be seconds from 0 to below the time limit {cfg.time_limit:g}, "
-                             f"got {at!r}")
-        if step.get("f") not in handled:
-            raise UsageError(f"{where}.f {step.get('f')!r} is no op of the packages {', '.join(cfg.nemesis.faults)}; "
-                             f"they handle {', '.join(sorted(handled))}")
-        if not isinstance(step.get("value", {}), dict):
-            raise UsageError(f"{where}.value must be a table, got {step.get('value')!r}")
-
-
-def _validate_proxy(cfg: RunConfig) -> None:
-    """The proxy's rules parse (one line naming the bad key otherwise) and
-    come with the fault that arms them."""
-    parse_rules(cfg.nemesis.proxy)
-    armed = "proxy" in {f.strip().lower() for entry in cfg.nemesis.faults for f in str(entry).split(",")}
-    if cfg.nemesis.proxy and not armed:
-        raise UsageError('[[nemesis.proxy]] rules need the "proxy" fault in [nemesis] faults to arm them')
-    if armed and not cfg.nemesis.proxy:
-        raise UsageError('the "proxy" fault needs at least one [[nemesis.proxy]] rule')
 
 
 def workload_kind(cfg: RunConfig) -> WorkloadKind:
