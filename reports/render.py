@@ -98,6 +98,29 @@ def _names(v: Any, limit: int = 300) -> str:
     return jtext(", ".join(jtext(x, 80) for x in v) if isinstance(v, list) else v, limit)
 
 
+def _ran_on_lines(ran_on: Any) -> list[str]:
+    """config.json's ran_on (harness/provenance.py) as words: the software behind the verdict."""
+    if not isinstance(ran_on, dict):
+        return []
+    src, pkgs = ran_on.get("kchaos") or {}, ran_on.get("packages") or {}
+    lines = []
+    if isinstance(src, dict):
+        commit = str(src.get("commit") or "")[:12] or "no git commit"
+        lines.append(f"kchaos {src.get('version') or '?'} at {commit}"
+                     + (" with uncommitted changes" if src.get("dirty") else ""))
+    if isinstance(pkgs, dict) and pkgs:
+        lines.append(", ".join(f"{k} {v}" for k, v in pkgs.items()) + f"; Python {ran_on.get('python') or '?'}"
+                     + (f"; {ran_on['jdk']}" if ran_on.get("jdk") else ""))
+    kafka, image = ran_on.get("kafka") or {}, ran_on.get("image") or {}
+    if isinstance(kafka, dict) and kafka:
+        jars = kafka.get("jars") or {}
+        lines.append(f"Kafka {kafka.get('version') or '?'}" + (f", {len(jars)} jars (sha256 in config.json)"
+                                                               if isinstance(jars, dict) and jars else "")
+                     + (f"; node image {image.get('tag')} {str(image.get('id') or '')[:19]}"
+                        if isinstance(image, dict) and image else ""))
+    return [jtext(line, 300) for line in lines]
+
+
 def _checker_text(checker: dict[str, Any]) -> str:
     """``reference engine, 0.42 s`` (plus anything else the results say about it)."""
     engine, master, seconds = checker.get("engine"), checker.get("master"), checker.get("seconds")
@@ -214,6 +237,10 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
                   + (f" (set-up {d.setup:.1f} s, workload {d.span:.1f} s)" if d.start is not None else "")),
                 ("history ops", str(d.n_ops)),
                 ("client processes", str(d.processes)), ("metadata samples", str(len(d.samples)))]
+    if isinstance(cfg.get("workload_seconds"), (int, float)) and isinstance(cfg.get("time_limit"), (int, float)):
+        summary.append(("workload length", f"planned {cfg['time_limit']:g} s, ran {cfg['workload_seconds']:.1f} s "
+                        "(every planned fault step runs, each its planned gap after the previous one completed)"))
+    summary += [("ran on", text) for text in _ran_on_lines(cfg.get("ran_on"))]
     if isinstance(checker, dict) and checker:
         summary.append(("checker", _checker_text(checker)))
     verdict = run.verdict
