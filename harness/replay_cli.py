@@ -58,12 +58,7 @@ def register(app: click.Group) -> None:
             cfg.nemesis.steps = replay.replayed_steps(ops, cfg.time_limit)
             if not cfg.nemesis.steps:
                 cfg.nemesis.faults = []
-        cfg.store = store or str(run_dir.parent.parent)
-        cfg.keep_cluster = False
-        run_config.validate(cfg)
-        original = reproduce.load_run(run_dir)
-        if original.faults is None:
-            raise UsageError(f"{run_dir}: {original.problem}")
+        original = reproduce.prepare_rerun(cfg, run_dir, store)
         lost = replay.unplaced_ops(ops, cfg.concurrency)
         console.print(f"replaying {run_dir}: {len(cfg.nemesis.steps)} fault steps and "
                       f"{sum(len(replay.replayed_ops(ops, w, cfg.concurrency)) for w in range(cfg.concurrency))} "

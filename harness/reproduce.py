@@ -53,9 +53,11 @@ from typing import Any, Iterable
 from rich.table import Table
 from rich.text import Text
 
+from harness import run_config
+from harness.provenance import differences
 from history.fault_intervals import affected_nodes, nemesis_ops
 from history.ops import ACTION_HEAL, ACTION_START, ACTION_STOP, NEMESIS, HistoryFormatError, Op, read_history
-from harness.provenance import differences
+from infra.errors import UsageError
 from reports.load import VALID, anomaly_rows, verdict_of
 
 DEFAULT_TIME_TOLERANCE_S = 5.0
@@ -190,6 +192,19 @@ def load_run(run_dir: Path) -> RunSummary:
         faults, problem = None, f"no readable history: {exc}"
     return RunSummary(run_dir, faults, failing_types(results), verdict_of(results), digest, problem, limit,
                       cfg.get("ran_on") if isinstance(cfg.get("ran_on"), dict) else None)
+
+
+def prepare_rerun(cfg: Any, run_dir: Path, store: str | None) -> RunSummary:
+    """Ready ``cfg`` to run a stored run again (reproduce, replay): its store (the original's
+    unless given), no kept cluster, validated; the original's summary. UsageError when the
+    config is bad or the original has no readable history."""
+    cfg.store = store or str(run_dir.parent.parent)
+    cfg.keep_cluster = False
+    run_config.validate(cfg)
+    original = load_run(run_dir)
+    if original.faults is None:
+        raise UsageError(f"{run_dir}: {original.problem}")
+    return original
 
 
 @dataclass

@@ -168,12 +168,7 @@ def register(app: click.Group) -> None:
             raise UsageError(f"{run_dir / 'config.json'} has no seed: the run cannot be reproduced")
         if _results(run_dir) is None:
             raise UsageError(f"{run_dir} has no readable results.json; run `kchaos analyze {run_dir}` first")
-        cfg.store = store or str(run_dir.parent.parent)
-        cfg.keep_cluster = False
-        run_config.validate(cfg)
-        original = reproduce.load_run(run_dir)
-        if original.faults is None:
-            raise UsageError(f"{run_dir}: {original.problem}")
+        original = reproduce.prepare_rerun(cfg, run_dir, store)
         recomputed = schedule.digest(cfg)
         console.print(f"original {run_dir}: seed {cfg.seed}, {len(original.faults)} fault steps executed, "
                       f"verdict {original.verdict}, anomaly types: {', '.join(original.anomaly_types) or 'none'}",
