@@ -24,20 +24,10 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from history.ops import INVOKE, NEMESIS, Op, read_history
+from history.ops import INVOKE, NEMESIS, Op, is_client_op, read_history, workload_start_ns
 from workloads.op_streams import PlannedOp
 
 SETUP_OPS = ("assign", "subscribe")     # a worker's first op, replayed by the worker loop for each new process
-
-
-def workload_start_ns(ops: list[Op]) -> int:
-    """The history time the workload started at: its first client op."""
-    times = [op["time"] for op in ops if _is_client(op) and isinstance(op.get("time"), (int, float))]
-    return int(min(times)) if times else 0
-
-
-def _is_client(op: Op) -> bool:
-    return isinstance(op.get("process"), int) and not isinstance(op.get("process"), bool)
 
 
 def worker_of(op: Op, concurrency: int) -> int | None:
@@ -47,7 +37,7 @@ def worker_of(op: Op, concurrency: int) -> int | None:
     if isinstance(worker, int) and not isinstance(worker, bool):
         return worker
     process = op.get("process")
-    return process if _is_client(op) and process < concurrency else None
+    return process if is_client_op(op) and process < concurrency else None
 
 
 def replayed_ops(ops: list[Op], worker: int, concurrency: int) -> list[PlannedOp]:
@@ -55,7 +45,7 @@ def replayed_ops(ops: list[Op], worker: int, concurrency: int) -> list[PlannedOp
     time), then every other op its recorded gap after the previous one. Setup ops of
     its later processes are left out: the worker loop replays the first for each."""
     origin = workload_start_ns(ops)
-    mine = [op for op in ops if op.get("type") == INVOKE and _is_client(op) and not op.get("drain")
+    mine = [op for op in ops if op.get("type") == INVOKE and is_client_op(op) and not op.get("drain")
             and worker_of(op, concurrency) == worker]
     out: list[PlannedOp] = []
     last_ns = origin
@@ -71,7 +61,7 @@ def replayed_ops(ops: list[Op], worker: int, concurrency: int) -> list[PlannedOp
 
 def unplaced_ops(ops: list[Op], concurrency: int) -> int:
     """Client invokes no worker can be found for (older histories' later processes)."""
-    return sum(1 for op in ops if op.get("type") == INVOKE and _is_client(op) and not op.get("drain")
+    return sum(1 for op in ops if op.get("type") == INVOKE and is_client_op(op) and not op.get("drain")
                and worker_of(op, concurrency) is None)
 
 
@@ -80,7 +70,7 @@ def replayed_steps(ops: list[Op], workload_s: float) -> list[dict[str, Any]]:
     those before ``workload_s`` and before the last client invoke that is not a drain
     (the workers stop before the final phase heals; its heals are the replay's own)."""
     origin = workload_start_ns(ops)
-    last_client = max((op["time"] for op in ops if op.get("type") == INVOKE and _is_client(op)
+    last_client = max((op["time"] for op in ops if op.get("type") == INVOKE and is_client_op(op)
                        and not op.get("drain")), default=origin)
     steps = []
     for op in ops:

@@ -56,7 +56,8 @@ from rich.text import Text
 from harness import run_config
 from harness.provenance import differences
 from history.fault_intervals import affected_nodes, nemesis_ops
-from history.ops import ACTION_HEAL, ACTION_START, ACTION_STOP, NEMESIS, HistoryFormatError, Op, read_history
+from history.ops import (ACTION_HEAL, ACTION_START, ACTION_STOP, NEMESIS, HistoryFormatError, Op, read_history,
+                         workload_start_ns)
 from infra.errors import UsageError
 from reports.load import VALID, anomaly_rows, verdict_of
 
@@ -109,14 +110,6 @@ def planned_target(value: Any) -> tuple[str, bool | None]:
     elif target in RUNTIME_TARGETS:
         fixed = False
     return " ".join(parts), fixed
-
-
-def workload_start_ns(ops: list[Op]) -> int:
-    """The history time the workload started at: its first client op (the
-    history clock starts before the cluster is up)."""
-    times = [op.get("time") for op in ops if isinstance(op.get("process"), int)
-             and not isinstance(op.get("process"), bool) and isinstance(op.get("time"), (int, float))]
-    return int(min(times)) if times else 0
 
 
 def executed_faults(ops: Iterable[Op]) -> list[FaultStep]:

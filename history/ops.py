@@ -117,7 +117,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 log = logging.getLogger(__name__)
 
@@ -216,6 +216,19 @@ def read_history(path: Path) -> Iterator[Op]:
 
 
 # -- value parsers -------------------------------------------------------------------
+def is_client_op(op: Op) -> bool:
+    """An op of a logical client (an int process: not the nemesis, the sampler or the proxy)."""
+    process = op.get("process")
+    return isinstance(process, int) and not isinstance(process, bool)
+
+
+def workload_start_ns(ops: Iterable[Op]) -> int:
+    """The history time the workload started at: its first client op (the
+    history clock starts before the cluster is up); 0 when there is none."""
+    times = [op["time"] for op in ops if is_client_op(op) and isinstance(op.get("time"), (int, float))]
+    return int(min(times)) if times else 0
+
+
 def require_int(x: Any, what: str, where: str) -> int:
     """``x`` as an int, or HistoryFormatError naming ``what`` and ``where``."""
     if isinstance(x, bool) or not isinstance(x, int):
