@@ -155,11 +155,11 @@ class Runner:
         if cfg.backend == "docker":  # cached after the first time; cluster_up finds both ready
             self.events.phase("image", f"Kafka {cfg.kafka_version} jars and node image")
             dist = resolve_kafka(cfg.kafka_version)
-            tag = build_node_image(dist, cfg.base_image)
-            self._store_ran({"ran_on": {**self.ran_on, **provenance.node_side(cfg.kafka_version, dist, tag,
-                                                                               image_id(tag))}})
+            image = build_node_image(dist, cfg.base_image)
+            nodes_ran = provenance.node_side(cfg.kafka_version, dist, image, image_id(image))
         else:
-            self._store_ran({"ran_on": {**self.ran_on, **provenance.node_side(cfg.kafka_version, None, None, None)}})
+            nodes_ran = provenance.node_side(cfg.kafka_version, None, None, None)
+        self._store_ran({"ran_on": {**self.ran_on, **nodes_ran}})
         self.events.phase("cluster", f"bringing up {cfg.nodes} Kafka {cfg.kafka_version} brokers")
         settings = BrokerSettings(properties=dict(cfg.broker), features=dict(cfg.broker_features))
         if cfg.nemesis.proxy:  # its ports first: the brokers advertise them
@@ -227,11 +227,11 @@ class Runner:
             time.sleep(max(0.05, min(0.5, end - now)))
             self._report_progress()
         self.stop.set()
-        self.workload_s = time.monotonic() - self.t0
-        if self.workload_s > cfg.time_limit + 1:
-            self.events.note(f"the workload ran {self.workload_s:.0f} s (planned {cfg.time_limit:g} s): "
+        workload_s = time.monotonic() - self.t0
+        if workload_s > cfg.time_limit + 1:
+            self.events.note(f"the workload ran {workload_s:.0f} s (planned {cfg.time_limit:g} s): "
                              f"fault steps took longer than planned, every one ran")
-        self._store_ran({"workload_seconds": round(self.workload_s, 3)})
+        self._store_ran({"workload_seconds": round(workload_s, 3)})
         for t in [*workers, *([nemesis_thread] if nemesis_thread else [])]:
             t.join(timeout=cfg.workload.op_timeout + 30)
         if cfg.workload.crash_interval:

@@ -150,67 +150,65 @@ def shrink(cfg: RunConfig, still_fails: Callable[[RunConfig, str], bool],
            over_budget: Callable[[], bool] = lambda: False) -> ShrinkResult:
     """The smallest failing candidate found, and the path that led there."""
     units = units_of(cfg)
-    best = with_units(cfg, units)
-    result = ShrinkResult(cfg, best, list(units))
+    result = ShrinkResult(cfg, with_units(cfg, units), list(units))
 
-    def attempt(candidate: RunConfig, change: str) -> bool:
+    def keep_if_fails(candidate: RunConfig, change: str, units: Sequence[Unit] | None = None) -> bool:
+        """Run ``candidate``; when it still fails it becomes the smallest (with its units, if new)."""
         if over_budget():
             raise OutOfBudget
         failed = still_fails(candidate, change)
         result.path.append(Attempt(change, len(candidate.nemesis.steps), failed))
+        if failed:
+            result.smallest = candidate
+            if units is not None:
+                result.units = list(units)
         return failed
 
     try:
-        units = _drop_units(cfg, units, attempt, result)
-        units = _compact(cfg, units, attempt, result)     # a shorter workload makes every later run cheaper
-        units = _shorten(cfg, units, attempt, result)
-        _lower_load(attempt, result)
+        _drop_units(keep_if_fails, result)
+        _compact(keep_if_fails, result)     # a shorter workload makes every later run cheaper
+        _shorten(keep_if_fails, result)
+        _lower_load(keep_if_fails, result)
     except OutOfBudget:
         result.out_of_budget = True
     return result
 
 
-def _drop_units(cfg: RunConfig, units: list[Unit], attempt, result: ShrinkResult) -> list[Unit]:
+def _drop_units(keep_if_fails, result: ShrinkResult) -> None:
     # A scenario package walks the cluster into a failure on purpose: first try it alone.
-    others = [u for u in units if not u.scenario]
-    if others and len(others) < len(units):
-        kept = [u for u in units if u.scenario]
-        candidate = with_units(result.smallest, kept)
-        if attempt(candidate, f"drop every package fault ({_describe(others)})"):
-            units, result.smallest, result.units = kept, candidate, list(kept)
-    chunk = max(1, len(units) // 2)
-    while units and chunk >= 1:
+    others = [u for u in result.units if not u.scenario]
+    if others and len(others) < len(result.units):
+        kept = [u for u in result.units if u.scenario]
+        keep_if_fails(with_units(result.smallest, kept), f"drop every package fault ({_describe(others)})", kept)
+    chunk = max(1, len(result.units) // 2)
+    while result.units and chunk >= 1:
         i = 0
-        while i < len(units):
-            kept = units[:i] + units[i + chunk:]
-            gone = units[i:i + chunk]
-            candidate = with_units(result.smallest, kept)
-            if kept != units and attempt(candidate, f"drop {_describe(gone)}"):
-                units, result.smallest, result.units = kept, candidate, list(kept)
-            else:
+        while i < len(result.units):
+            units = result.units
+            kept, gone = units[:i] + units[i + chunk:], units[i:i + chunk]
+            if not (kept != units and keep_if_fails(with_units(result.smallest, kept), f"drop {_describe(gone)}",
+                                                    kept)):
                 i += chunk
         if chunk == 1:
             break
         chunk //= 2
-    return units
 
 
-def _shorten(cfg: RunConfig, units: list[Unit], attempt, result: ShrinkResult) -> list[Unit]:
-    for idx, unit in enumerate(list(units)):
+def _shorten(keep_if_fails, result: ShrinkResult) -> None:
+    for idx, unit in enumerate(list(result.units)):
         if unit.scenario or len(unit.steps) != 2 or unit.end - unit.start < 2.0:
             continue
         (start, stop) = unit.steps
         shorter = Unit((start, (round(start[0] + (stop[0] - start[0]) / 2, 3), stop[1])), unit.package)
-        kept = units[:idx] + [shorter] + units[idx + 1:]
-        candidate = with_units(result.smallest, kept)
-        if attempt(candidate, f"shorten {unit.package} at {unit.start:.1f}s to {shorter.end - shorter.start:.1f}s"):
-            units, result.smallest, result.units = kept, candidate, list(kept)
-    return units
+        kept = result.units[:idx] + [shorter] + result.units[idx + 1:]
+        keep_if_fails(with_units(result.smallest, kept),
+                      f"shorten {unit.package} at {unit.start:.1f}s to {shorter.end - shorter.start:.1f}s", kept)
 
 
-def _compact(cfg: RunConfig, units: list[Unit], attempt, result: ShrinkResult) -> list[Unit]:
+def _compact(keep_if_fails, result: ShrinkResult) -> None:
+    units = result.units
     if not units:
-        return units
+        return
     moved: list[Unit] = []
     t = min(units[0].start, GAP_S)
     for unit in sorted(units, key=lambda u: u.start):
@@ -219,28 +217,23 @@ def _compact(cfg: RunConfig, units: list[Unit], attempt, result: ShrinkResult) -
         t = moved[-1].end + GAP_S
     limit = round(max(u.end for u in moved) + TAIL_S, 3)
     if limit >= result.smallest.time_limit and moved == units:
-        return units
+        return
     limit = min(limit, result.smallest.time_limit)
-    candidate = with_units(result.smallest, moved, time_limit=limit)
-    if attempt(candidate, f"move the faults earlier, workload {limit:g}s"):
-        result.smallest, result.units = candidate, list(moved)
-        return moved
-    return units
+    keep_if_fails(with_units(result.smallest, moved, time_limit=limit),
+                  f"move the faults earlier, workload {limit:g}s", moved)
 
 
-def _lower_load(attempt, result: ShrinkResult) -> None:
+def _lower_load(keep_if_fails, result: ShrinkResult) -> None:
     while result.smallest.rate / 2 >= MIN_RATE:
         candidate = copy.deepcopy(result.smallest)
         candidate.rate = result.smallest.rate / 2
-        if not attempt(candidate, f"rate {candidate.rate:g}/s"):
+        if not keep_if_fails(candidate, f"rate {candidate.rate:g}/s"):
             break
-        result.smallest = candidate
     while result.smallest.concurrency // 2 >= MIN_CONCURRENCY:
         candidate = copy.deepcopy(result.smallest)
         candidate.concurrency = result.smallest.concurrency // 2
-        if not attempt(candidate, f"concurrency {candidate.concurrency}"):
+        if not keep_if_fails(candidate, f"concurrency {candidate.concurrency}"):
             break
-        result.smallest = candidate
 
 
 def _describe(units: Sequence[Unit]) -> str:
