@@ -46,10 +46,12 @@ worker      on a client op's invoke (optional): the worker (0 .. concurrency-1)
             kchaos replay places ops on workers by it
 drain       true on the final phase's reads of each partition (optional)
 watermarks  on drain poll completions (optional): the partition's
-            ``{"log_start": int|null, "high": int|null, "max_acked": int|null}``
-            at drain start: log start offset and high watermark (null when
-            they could not be had) and the highest offset any client saw
-            acknowledged on it (null: none)
+            ``{"log_start": int|null, "high": int|null, "stable": int|null,
+            "max_acked": int|null}`` at drain start: log start offset, high
+            watermark and last stable offset (null when they could not be
+            had; ``stable`` is absent from runs stored before it was
+            recorded) and the highest offset any client saw acknowledged on
+            it (null: none)
 end         on drain poll completions (optional): the offset the drain had read
             the partition up to, exclusive, when the op completed (null when
             nothing could be read). The partition's last drain op is ``ok``
@@ -57,8 +59,9 @@ end         on drain poll completions (optional): the offset the drain had read
             ``info`` with the reason in ``error``
 wait        on drain poll completions (optional): the wait before the drain,
             ``{"waited_s": float, "reached": bool, "why": str}``; reached when
-            every partition had a leader and a high watermark >= 1 +
-            max_acked or all replicas in ISR; ``why`` says which, or on a
+            every partition had a leader, no open transaction (last stable
+            offset = high watermark) and a high watermark >= 1 + max_acked
+            or all replicas in ISR; ``why`` says which, or on a
             timeout which partition was not ready
 ==========  ==================================================================
 

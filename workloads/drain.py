@@ -2,24 +2,36 @@
 
 Before it, the runner waits (``wait_for_drain``, at most ``drain_wait`` s)
 until every partition is ready to be drained (``drain_ready``): it has a
-leader, and either its high watermark covers the highest offset any client
-saw acknowledged on it, or every replica is back in its ISR. Then, for each
-partition, a fresh consumer (its own throwaway group, no commits) asks the
-partition's log start offset and high watermark at drain start, assigns
-itself the partition from the beginning and consumes until its position
-reaches that watermark. Every batch read is recorded as one poll op of
+leader, no transaction is open on it (its last stable offset has reached its
+high watermark), and either its high watermark covers the highest offset any
+client saw acknowledged on it, or every replica is back in its ISR. Then, for
+each partition, a fresh consumer (its own throwaway group, no commits) asks
+the partition's log start offset, high watermark and last stable offset at
+drain start, assigns itself the partition from the beginning and consumes
+until its position reaches that high watermark.
+
+The high watermark is asked with isolation read_uncommitted and the last
+stable offset with read_committed: librdkafka's ListOffsets carries the
+consumer's isolation level, so a read_committed consumer's "high watermark"
+is the last stable offset. A drain aiming at that would stop in front of a
+transaction left open by a crashed producer, call the partition complete,
+and leave the committed records past it unread: the checkers would then
+report them lost or their transactions torn. Aiming at the real high
+watermark, a drain held at an open transaction ends ``info`` instead (the
+partition is not complete and nothing past it is judged). Every batch read is recorded as one poll op of
 process ``process_base + partition``::
 
     {"process": q, "type": "invoke", "f": "poll", "drain": True, "value": None}
     {"process": q, "type": "ok", "f": "poll", "drain": True,
      "value": {"<p>": [[offset, value], ...]},
-     "watermarks": {"log_start": 0, "high": 120, "max_acked": 117},
+     "watermarks": {"log_start": 0, "high": 120, "stable": 120, "max_acked": 117},
      "end": 120,
      "wait": {"waited_s": 0.4, "reached": True,
               "why": "high watermark 120 >= 118 (acknowledged up to offset 117)"}}
 
 Every drain completion carries ``watermarks`` (measured at drain start; the
-log start and high watermark are null when they could not be had;
+log start, high watermark and last stable offset are null when they could
+not be had;
 ``max_acked`` is null when no write to the partition was acknowledged),
 ``end`` (the offset the drain had read the partition up to, exclusive, when
 the op completed; null when nothing could be read) and, when the runner
@@ -56,11 +68,13 @@ log = logging.getLogger(__name__)
 DRAIN_PROCESS_BASE = 1_000_000
 
 Record = Callable[[dict], dict]
-#: (log start offset, high watermark) of a partition, or None when unknown.
-Watermark = tuple[int, int] | None
+#: (log start offset, high watermark, last stable offset or None when it could
+#: not be had) of a partition, or None when unknown.
+Watermark = tuple[int, int, int | None] | None
 
 
-def drain_settings(bootstrap: str, consumer_config: dict | None, partition: int) -> dict[str, Any]:
+def drain_settings(bootstrap: str, consumer_config: dict | None, partition: int,
+                   isolation: str = "read_committed") -> dict[str, Any]:
     defaults = {
         "bootstrap.servers": bootstrap,
         "client.id": f"kchaos-drain-{partition}",
@@ -72,9 +86,10 @@ def drain_settings(bootstrap: str, consumer_config: dict | None, partition: int)
     # it reads what the log holds as committed (read_committed: a transaction's
     # writes only once committed, never an aborted one), whatever isolation the
     # workload's consumers use, so its ops carry no ``isolation`` (null means
-    # read_committed in the history contract).
+    # read_committed in the history contract). ``isolation`` read_uncommitted
+    # is for the consumer that only asks the high watermark (module docstring).
     conf.update({"enable.auto.commit": False, "enable.partition.eof": True,
-                 "isolation.level": "read_committed", "logger": librdkafka_logger()})
+                 "isolation.level": isolation, "logger": librdkafka_logger()})
     return conf
 
 
@@ -87,13 +102,20 @@ def partition_ready(state: Any, watermark: Watermark, max_acked: int | None) -> 
     """One partition: (ready, why). ``state`` has ``leader`` (None: no leader),
     ``isr`` and ``replicas`` (broker.cluster.PartitionState, or any object
     with those attributes), or is None when the metadata did not list it.
-    Ready: a leader, and the high watermark >= 1 + ``max_acked`` (the highest
-    offset a client saw acknowledged, None for none), or every replica in ISR."""
+    Ready: a leader, no open transaction (the last stable offset, when known,
+    has reached the high watermark: the drain reads read_committed and cannot
+    pass an open transaction), and the high watermark >= 1 + ``max_acked``
+    (the highest offset a client saw acknowledged, None for none) or every
+    replica in ISR."""
     if state is None:
         return False, "not in the metadata"
     if state.leader is None:
         return False, "has no leader"
     high = None if watermark is None else watermark[1]
+    stable = None if watermark is None else watermark[2]
+    if high is not None and stable is not None and stable < high:
+        return False, (f"a transaction is open: last stable offset {stable} < high watermark {high} "
+                       f"(its coordinator aborts it after transaction.timeout.ms)")
     if high is not None and (max_acked is None or high >= max_acked + 1):
         if max_acked is None:
             return True, f"high watermark {high}, no acknowledged write"
@@ -117,7 +139,8 @@ def drain_ready(states: Iterable[Any], watermarks: Mapping[int, Watermark], max_
     """Every partition ready to be drained (``partition_ready``)? Returns
     (all ready, {partition: why}). ``states`` are the partitions' metadata
     (objects with ``partition``, ``leader``, ``isr``, ``replicas``);
-    ``watermarks`` maps a partition to (log start, high watermark) or None;
+    ``watermarks`` maps a partition to (log start, high watermark, last
+    stable offset) or None;
     ``max_acked`` a partition to its highest acknowledged offset (absent:
     none); ``partitions`` defaults to those the states name. Pure."""
     verdicts = _evaluate(states, watermarks, max_acked, partitions)
@@ -154,31 +177,48 @@ def wait_for_drain(states: Callable[[], Iterable[Any]], watermarks: Callable[[li
             for p, (ok, why) in verdicts.items()}
 
 
+def _offsets(consumer: Consumer, tp: TopicPartition, timeout_s: float) -> tuple[int, int]:
+    """(log start, end) as ``consumer``'s isolation level sees it: the end is
+    the high watermark for read_uncommitted, the last stable offset for
+    read_committed (module docstring)."""
+    low, end = consumer.get_watermark_offsets(tp, timeout=timeout_s, cached=False)
+    return int(low), int(end)
+
+
 class WatermarkProbe:
-    """One consumer that asks partitions' log start offset and high watermark
-    (the same request the drain makes at its start)."""
+    """Asks partitions' log start offset, high watermark and last stable
+    offset (the requests the drain makes at its start): one consumer per
+    isolation level."""
 
     def __init__(self, bootstrap: str, topic: str, consumer_config: dict | None):
         self.topic = topic
-        self.consumer = Consumer(drain_settings(bootstrap, consumer_config, -1))
+        self.uncommitted = Consumer(drain_settings(bootstrap, consumer_config, -1, "read_uncommitted"))
+        self.committed = Consumer(drain_settings(bootstrap, consumer_config, -1))
 
     def __call__(self, partitions: Iterable[int], timeout_s: float = 2.0) -> dict[int, Watermark]:
         out: dict[int, Watermark] = {}
         for p in partitions:
+            tp = TopicPartition(self.topic, int(p))
             try:
-                low, high = self.consumer.get_watermark_offsets(TopicPartition(self.topic, int(p)),
-                                                                timeout=timeout_s, cached=False)
-                out[int(p)] = (int(low), int(high))
+                low, high = _offsets(self.uncommitted, tp, timeout_s)
             except KafkaException as exc:
                 log.debug("watermarks of %s[%d]: %s", self.topic, p, exc)
                 out[int(p)] = None
+                continue
+            try:
+                stable: int | None = _offsets(self.committed, tp, timeout_s)[1]
+            except KafkaException as exc:
+                log.debug("last stable offset of %s[%d]: %s", self.topic, p, exc)
+                stable = None
+            out[int(p)] = (low, high, stable)
         return out
 
     def close(self) -> None:
-        try:
-            self.consumer.close()
-        except Exception:
-            pass
+        for consumer in (self.uncommitted, self.committed):
+            try:
+                consumer.close()
+            except Exception:
+                pass
 
 
 # -- the drain ---------------------------------------------------------------------------
@@ -215,7 +255,8 @@ class _Ops:
                  wait: dict | None):
         self.record, self.process, self.node = record, process, node
         self.open = False
-        self.watermarks: dict[str, int | None] = {"log_start": None, "high": None, "max_acked": max_acked}
+        self.watermarks: dict[str, int | None] = {"log_start": None, "high": None, "stable": None,
+                                                    "max_acked": max_acked}
         self.end: int | None = None
         self.wait = wait
 
@@ -252,13 +293,13 @@ def _drain_partition(bootstrap: str, topic: str, p: int, consumer_config: dict |
     high: int | None = None
     position = -1                      # next offset to read, as far as we know
     last_errors: list[Any] = []
-    consumer = None
+    consumer = probe = None
     try:
         consumer = Consumer(drain_settings(bootstrap, consumer_config, p))
+        probe = Consumer(drain_settings(bootstrap, consumer_config, p, "read_uncommitted"))
         while high is None and time.monotonic() < deadline:
             try:
-                low, high = consumer.get_watermark_offsets(
-                    tp, timeout=max(0.1, min(5.0, deadline - time.monotonic())), cached=False)
+                low, high = _offsets(probe, tp, max(0.1, min(5.0, deadline - time.monotonic())))
             except KafkaException as exc:
                 last_errors = [exc.args[0]]
                 time.sleep(min(0.5, max(0.0, deadline - time.monotonic())))
@@ -266,7 +307,7 @@ def _drain_partition(bootstrap: str, topic: str, p: int, consumer_config: dict |
             ops.complete(INFO, None, f"drain of partition {p} incomplete: no high watermark before the timeout"
                          + (f" ({errors_text(last_errors)})" if last_errors else ""))
             return False
-        ops.watermarks.update(log_start=low, high=high)
+        ops.watermarks.update(log_start=low, high=high, stable=_stable_offset(consumer, tp, deadline))
         ops.end = low
         if high <= low:
             ops.complete(OK, {key: []})
@@ -297,8 +338,11 @@ def _drain_partition(bootstrap: str, topic: str, p: int, consumer_config: dict |
                 ops.complete(OK, {key: value.get(key, [])})
             if reached:
                 return True
+        stable = _stable_offset(consumer, tp, time.monotonic() + 2.0)
+        held = (f": the last stable offset is {stable}, a transaction still open"
+                if stable is not None and stable < high else "")
         ops.complete(INFO, None, f"drain of partition {p} incomplete: read to offset {max(position, low)} "
-                     f"of {high} before the timeout" + (f" ({errors_text(last_errors)})" if last_errors else ""))
+                     f"of {high} before the timeout{held}" + (f" ({errors_text(last_errors)})" if last_errors else ""))
         return False
     except Exception as exc:
         log.warning("drain %s[%d] failed: %s: %s", topic, p, type(exc).__name__, exc)
@@ -308,8 +352,18 @@ def _drain_partition(bootstrap: str, topic: str, p: int, consumer_config: dict |
             log.error("drain %s[%d]: cannot record: %s", topic, p, rec_exc)
         return False
     finally:
-        if consumer is not None:
-            try:
-                consumer.close()
-            except Exception:
-                pass
+        for c in (consumer, probe):
+            if c is not None:
+                try:
+                    c.close()
+                except Exception:
+                    pass
+
+
+def _stable_offset(consumer: Consumer, tp: TopicPartition, deadline: float) -> int | None:
+    """The partition's last stable offset (``consumer`` reads read_committed), or None."""
+    try:
+        return _offsets(consumer, tp, max(0.1, min(5.0, deadline - time.monotonic())))[1]
+    except KafkaException as exc:
+        log.debug("last stable offset of %s[%d]: %s", tp.topic, tp.partition, exc)
+        return None

@@ -6,12 +6,13 @@ from __future__ import annotations
 import random
 
 import pytest
+from confluent_kafka import Producer
 
 from history.ops import read_history
 from history.writer import HistoryWriter
 from history.recorder import Recorder
 from workloads import ClientContext, QueueClient
-from workloads.drain import WatermarkProbe, drain, wait_for_drain
+from workloads.drain import WatermarkProbe, drain, partition_ready, wait_for_drain
 
 pytestmark = pytest.mark.cluster
 
@@ -71,7 +72,8 @@ def test_drain_records_watermarks_end_and_wait(kafka_cluster, tmp_path):
         m = want_max.get(p)
         for o in mine:
             wm = o["watermarks"]
-            assert wm == {"log_start": 0, "high": (m + 1 if m is not None else 0), "max_acked": m}
+            high = m + 1 if m is not None else 0
+            assert wm == {"log_start": 0, "high": high, "stable": high, "max_acked": m}
             assert wm["high"] >= (m if m is not None else -1) + 1
             assert o["wait"] == waits[p]
         last = mine[-1]
@@ -83,3 +85,51 @@ def test_drain_records_watermarks_end_and_wait(kafka_cluster, tmp_path):
                 assert off < o["end"]
                 read[(p, off)] = v
     assert read == acked
+
+
+def _txn_producer(bootstrap: str, txn_id: str, timeout_ms: int) -> Producer:
+    producer = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id,
+                         "transaction.timeout.ms": timeout_ms, "message.timeout.ms": timeout_ms})
+    producer.init_transactions(30)
+    return producer
+
+
+def test_a_transaction_left_open_holds_the_drain_until_its_coordinator_aborts_it(kafka_cluster, tmp_path):
+    """A producer that stops inside a transaction holds the partition's last
+    stable offset; committed records past it are in the log. The drain must
+    not call the partition complete at the last stable offset (librdkafka's
+    read_committed "high watermark"): it ends info while the transaction is
+    open, and the wait holds it until the coordinator aborts it."""
+    kafka = kafka_cluster.kafka
+    topic = f"lso-{random.randrange(1 << 30):08x}"
+    kafka.create_topic(topic, partitions=1, replication_factor=3, config={"min.insync.replicas": 2})
+    hanging = _txn_producer(kafka.bootstrap(), f"{topic}-hanging", 12_000)  # aborted 12-22 s on
+    hanging.begin_transaction()
+    hanging.produce(topic, value=b"1", partition=0)
+    hanging.flush(30)                                   # offset 0, its transaction left open
+    committer = _txn_producer(kafka.bootstrap(), f"{topic}-committer", 30_000)
+    committer.begin_transaction()
+    committer.produce(topic, value=b"2", partition=0)
+    committer.commit_transaction(30)                    # offset 1 and its COMMIT marker at 2
+
+    rec = Recorder(HistoryWriter(tmp_path / "history.jsonl"))
+    done = drain(kafka.bootstrap(), topic, 1, None, rec.append, 4, max_acked={0: 1})
+    assert done == {0: False}
+    held = [o for o in read_history(tmp_path / "history.jsonl") if o["type"] != "invoke"][-1]
+    assert held["type"] == "info" and held["watermarks"]["high"] == 3 and held["watermarks"]["stable"] == 0
+    assert "a transaction still open" in held["error"], held["error"]
+
+    probe = WatermarkProbe(kafka.bootstrap(), topic, None)
+    try:
+        assert not partition_ready(kafka.partition_states(topic)[0], probe([0])[0], 1)[0]
+        waits = wait_for_drain(lambda: kafka.partition_states(topic), probe, {0: 1}, 1, 60)
+    finally:
+        probe.close()
+    assert waits[0]["reached"], waits                  # aborted on transaction.timeout.ms
+    done = drain(kafka.bootstrap(), topic, 1, None, rec.append, 30, max_acked={0: 1}, wait=waits)
+    rec.writer.close()
+    assert done == {0: True}
+    last = [o for o in read_history(tmp_path / "history.jsonl") if o["type"] != "invoke"][-1]
+    assert last["type"] == "ok" and last["watermarks"]["stable"] == last["watermarks"]["high"] == last["end"] == 4
+    read = [v for o in read_history(tmp_path / "history.jsonl") if o["type"] == "ok" for _, v in o["value"]["0"]]
+    assert read == [2]                                   # the committed record, not the aborted one

@@ -19,36 +19,36 @@ class State:
 
 
 def test_high_watermark_covering_the_acknowledged_offsets_is_ready():
-    ok, why = partition_ready(State(0, 1, isr=(1,)), (0, 118), 117)
+    ok, why = partition_ready(State(0, 1, isr=(1,)), (0, 118, 118), 117)
     assert ok and why == "high watermark 118 >= 118 (acknowledged up to offset 117)"
 
 
 def test_high_watermark_below_the_acknowledged_offsets_is_not_ready_without_a_full_isr():
-    ok, why = partition_ready(State(2, 1, isr=(1, 2)), (0, 100), 117)
+    ok, why = partition_ready(State(2, 1, isr=(1, 2)), (0, 100, 100), 117)
     assert not ok
     assert why == "high watermark 100 < 118 (acknowledged up to offset 117), ISR [1, 2] of replicas [1, 2, 3]"
 
 
 def test_full_isr_is_ready_even_below_the_acknowledged_offsets():
     # The acknowledged writes are gone for good (an unclean election, say): waiting would not bring them back.
-    assert partition_ready(State(0, 1), (0, 100), 117) == (True, "all replicas in ISR")
+    assert partition_ready(State(0, 1), (0, 100, 100), 117) == (True, "all replicas in ISR")
     assert partition_ready(State(0, 1), None, 117) == (True, "all replicas in ISR")
 
 
 def test_no_leader_is_never_ready():
-    assert partition_ready(State(0, None), (0, 500), 117) == (False, "has no leader")
-    assert partition_ready(None, (0, 500), 117) == (False, "not in the metadata")
+    assert partition_ready(State(0, None), (0, 500, 500), 117) == (False, "has no leader")
+    assert partition_ready(None, (0, 500, 500), 117) == (False, "not in the metadata")
 
 
 def test_nothing_acknowledged():
-    assert partition_ready(State(0, 1, isr=(1,)), (0, 0), None) == (True, "high watermark 0, no acknowledged write")
+    assert partition_ready(State(0, 1, isr=(1,)), (0, 0, 0), None) == (True, "high watermark 0, no acknowledged write")
     ok, why = partition_ready(State(0, 1, isr=(1,)), None, None)
     assert not ok and why.startswith("high watermark unknown (no acknowledged write)")
 
 
 def test_drain_ready_needs_every_partition():
     states = [State(0, 1), State(1, 2, isr=(2,)), State(2, 3, isr=(3,))]
-    wm = {0: (0, 10), 1: (0, 20), 2: (0, 5)}
+    wm = {0: (0, 10, 10), 1: (0, 20, 20), 2: (0, 5, 5)}
     ok, why = drain_ready(states, wm, {0: 9, 1: 19, 2: 9})
     assert not ok and set(why) == {0, 1, 2} and why[2].startswith("high watermark 5 < 10")
     ok, why = drain_ready(states, wm, {0: 9, 1: 19, 2: 4})
@@ -57,6 +57,21 @@ def test_drain_ready_needs_every_partition():
     ok, why = drain_ready(states[:2], wm, {}, partitions=[0, 1, 2])
     assert not ok and why[2] == "not in the metadata"
     assert drain_ready([], {}, {}) == (False, {})
+
+
+def test_an_open_transaction_is_not_ready_even_with_every_replica_in_isr():
+    # The drain reads read_committed: it cannot pass the last stable offset,
+    # so a partition whose transaction is still open must wait for its abort.
+    for isr in ((1, 2, 3), (1,)):
+        ok, why = partition_ready(State(0, 1, isr=isr), (0, 120, 97), 117)
+        assert not ok
+        assert why == ("a transaction is open: last stable offset 97 < high watermark 120 "
+                       "(its coordinator aborts it after transaction.timeout.ms)")
+
+
+def test_an_unknown_last_stable_offset_does_not_block():
+    ok, why = partition_ready(State(0, 1, isr=(1,)), (0, 118, None), 117)
+    assert ok and why == "high watermark 118 >= 118 (acknowledged up to offset 117)"
 
 
 class FakeClock:
@@ -72,17 +87,26 @@ class FakeClock:
 
 def test_wait_ends_as_soon_as_the_high_watermark_catches_up():
     clock = FakeClock()
-    highs = iter([100, 110, 118, 118])
-    wait = wait_for_drain(lambda: [State(0, 1, isr=(1,))], lambda parts: {0: (0, next(highs))}, {0: 117}, 1, 60,
+    highs = iter([(0, h, h) for h in (100, 110, 118, 118)])
+    wait = wait_for_drain(lambda: [State(0, 1, isr=(1,))], lambda parts: {0: next(highs)}, {0: 117}, 1, 60,
                           clock=clock, sleep=clock.sleep)
     assert wait == {0: {"waited_s": 2.0, "reached": True,
                         "why": "high watermark 118 >= 118 (acknowledged up to offset 117)"}}
 
 
+def test_wait_ends_when_the_open_transaction_is_aborted():
+    clock = FakeClock()
+    offsets = iter([(0, 120, 97), (0, 120, 97), (0, 121, 121)])   # the abort marker moves both to 121
+    wait = wait_for_drain(lambda: [State(0, 1)], lambda parts: {0: next(offsets)}, {0: 117}, 1, 60,
+                          clock=clock, sleep=clock.sleep)
+    assert wait == {0: {"waited_s": 2.0, "reached": True,
+                        "why": "high watermark 121 >= 118 (acknowledged up to offset 117)"}}
+
+
 def test_wait_times_out_naming_the_partition_that_was_not_ready():
     clock = FakeClock()
     states = [State(0, 1), State(1, 1), State(2, 1, isr=(1, 2))]
-    wait = wait_for_drain(lambda: states, lambda parts: {p: (0, 100) for p in parts}, {0: 50, 1: 50, 2: 117},
+    wait = wait_for_drain(lambda: states, lambda parts: {p: (0, 100, 100) for p in parts}, {0: 50, 1: 50, 2: 117},
                           3, 5.5, clock=clock, sleep=clock.sleep)
     assert all(w["reached"] is False and w["waited_s"] == 5.5 for w in wait.values())
     blocking = ("timeout: partition 2 high watermark 100 < 118 (acknowledged up to offset 117), "
@@ -151,5 +175,5 @@ def test_a_drain_that_reaches_no_broker_is_info_with_its_fields():
     last = ops[-1]
     assert last["drain"] is True and last["value"] is None
     assert last["error"].startswith("drain of partition 0 incomplete: no high watermark before the timeout")
-    assert last["watermarks"] == {"log_start": None, "high": None, "max_acked": 41}
+    assert last["watermarks"] == {"log_start": None, "high": None, "stable": None, "max_acked": 41}
     assert last["end"] is None and last["wait"] == wait[0]
