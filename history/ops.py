@@ -16,7 +16,8 @@ Op fields:
 ==========  ==================================================================
 index       position in the history (0, 1, 2, ...), assigned by the writer
 time        nanoseconds since the run started (harness monotonic clock)
-process     int for a logical client; "nemesis" for faults; "sampler" for
+process     int for a logical client (a crashed client's successor gets a
+            new int); "nemesis" for faults; "sampler" for
             metadata samples; "proxy" for what the protocol proxy
             (nemesis/kafka_proxy.py) did to one request: an ``info`` event
             standing alone, ``f`` "proxy-<event>" (delay-request, hold,
@@ -25,7 +26,7 @@ process     int for a logical client; "nemesis" for faults; "sampler" for
             ``api_version``, ``correlation_id``, ``client_id``, the request's
             transaction fields and the ``rule`` that matched; the
             ``proxy-arm`` and ``proxy-heal`` nemesis ops bound the rules'
-            time in effect. A crashed client's successor gets a new int.
+            time in effect.
 type        "invoke", then exactly one completion: "ok" | "fail" | "info"
             (events, below, are a completion alone)
 f           "send" | "poll" | "assign" | "subscribe" | "txn" | "commit" |
