@@ -282,6 +282,16 @@ def assemble(rf: RunFindings, settings: Settings, checker: dict[str, Any],
                        elections=rf.election_source, partition_changes=rf.partition_changes)
 
 
+def drain_counts(ops: int, ok: int, stops: list[str | None]) -> dict[str, Any]:
+    """``stats["drains"]``: the drain ops, the ok ones and, when some were
+    not ok, the first one's error in history order (why the drain stopped:
+    a timeout, no leader, a transaction still open)."""
+    out: dict[str, Any] = {"ops": ops, "ok": ok}
+    if ok < ops:
+        out["stopped"] = next((e for e in stops if e), None)
+    return out
+
+
 def unknown_reasons(rf: RunFindings, anomalies: dict[str, dict[str, Any]], errors: list[str]) -> list[str]:
     """Why the record cannot give a valid verdict: a checker failed, nothing
     was acknowledged, acknowledged writes were never read, or the final drain
@@ -302,7 +312,8 @@ def unknown_reasons(rf: RunFindings, anomalies: dict[str, dict[str, Any]], error
     drains = rf.stats.get("drains") or {}
     if drains.get("ops") and drains.get("ok", 0) < drains["ops"]:
         out.append(f"the final drain did not complete: {drains['ops'] - drains.get('ok', 0)} of "
-                   f"{drains['ops']} partition drains stopped before the end they recorded")
+                   f"{drains['ops']} partition drains stopped before the end they recorded"
+                   + (f" ({drains['stopped']})" if drains.get("stopped") else ""))
     elif drains.get("ops") and rf.stats.get("drain_complete") is False:
         out.append("the final drain did not read every partition that has acknowledged writes")
     return out

@@ -24,7 +24,7 @@ from history.ops import POLL, REBALANCE, SEND, SUBSCRIBE, TXN
 from history.paired import PairedOp
 
 from . import txn as txn_checks
-from .common import Finding, RunFindings, Settings, Witness, availability
+from .common import Finding, RunFindings, Settings, Witness, availability, drain_counts
 from .groups import chain_cuts, check_groups, rebalances
 from .reference_stats import stats
 from .settle import MarkerOf, Settled, effective_type, settle
@@ -59,7 +59,8 @@ class RunIndex:
         self.drained = {(m.partition, m.value) for m in self.reads if m.op.drain}
         self.drain_all_ok = bool(drains) and all(o.type == "ok" for o in drains)
         self.drain_parts = {p for o in drains if o.type == "ok" for p in o.partitions or []}
-        self.drain_counts = {"ops": len(drains), "ok": sum(o.type == "ok" for o in drains)}
+        self.drain_counts = drain_counts(len(drains), sum(o.type == "ok" for o in drains),
+                                         [o.error for o in drains if o.type != "ok"])
         # info txns settled from markers, reads and the drain (settle.py); the checks judge their effective type
         self.settled: dict[int, Settled] = self._settle(recorded, marker)
         effective = {i: dataclasses.replace(self.by_id[i], type=t) for i, s in self.settled.items()

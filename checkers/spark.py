@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .common import Finding, RunFindings, Settings, Witness, availability, lag_summary, percentile
+from .common import Finding, RunFindings, Settings, Witness, availability, drain_counts, lag_summary, percentile
 from .settle import MarkerOf
 from history.message_index import build_index, index_is_current, index_path
 from .spark_frames import Control, control_pass, partition_results, read_ops, witness_ops
@@ -129,6 +129,7 @@ def _analyze(spark: Any, src: Source, slices: dict[tuple[int, int | None], list[
     ctx = Context(k=k)
     resets: dict[tuple[int, int], list[int]] = defaultdict(list)
     drain_parts: dict[int, set[int]] = defaultdict(set)
+    drain_stops: dict[int, list[str | None]] = defaultdict(list)
     for r in ctl:
         if r["role"] == "client" and r["f"] in ("assign", "subscribe") and r["type"] in ("ok", "info"):
             resets[(r["run"], r["process"])].append(r["invoke_index"])
@@ -136,6 +137,8 @@ def _analyze(spark: Any, src: Source, slices: dict[tuple[int, int | None], list[
                 ctx.kept[(r["run"], r["process"], r["invoke_index"])] = frozenset(r["partitions"] or ())
         if r["role"] == "client" and r["f"] == "poll" and r["drain"] and r["type"] == "ok":
             drain_parts[r["run"]].update(r["partitions"] or [])
+        elif r["role"] == "client" and r["f"] == "poll" and r["drain"]:
+            drain_stops[r["run"]].append(r["error"])      # control rows come in history order
     ctx.resets = {key: np.array(sorted(v), np.int64) for key, v in resets.items()}
     for run, base in acc.base.items():
         if base["drains"] and base["drains"] == base["drains_ok"]:
@@ -223,7 +226,7 @@ def _analyze(spark: Any, src: Source, slices: dict[tuple[int, int | None], list[
                 "acknowledged": stat.get((run, "acknowledged"), 0),
                 "read": stat.get((run, "read"), 0),
                 "drain_complete": drain_ok and all((run, p) in ctx.drained for p in ok_parts[run]),
-                "drains": {"ops": base["drains"], "ok": base["drains_ok"]},
+                "drains": drain_counts(base["drains"], base["drains_ok"], drain_stops.get(run, [])),
                 "availability": availability(dict(base["avail"])),
                 "realtime_lag": lag_summary(*((float(percentile(lag, 0.5)), float(percentile(lag, 0.99)),
                                                float(lag[-1])) if len(lag) else (None,) * 3)),

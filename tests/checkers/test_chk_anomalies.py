@@ -204,6 +204,27 @@ def lost_by_drain() -> History:
     return h
 
 
+STOPPED = ("drain of partition 0 incomplete: read to offset 1 of 3 before the timeout: "
+           "the last stable offset is 1, a transaction still open")
+
+
+def drain_stopped() -> History:
+    """The drain of partition 0 stopped at an open transaction: what it did not
+    read is not judged, and the verdict's reason says why the drain stopped."""
+    h = History()
+    sends(h, 0, 0, [(1, 0), (2, 2)])
+    h.assign(9, [0])
+    h.poll(9, {0: [(0, 1)]}, drain=True)
+    h.add(9, "invoke", "poll", None, drain=True)
+    h.add(9, "info", "poll", None, drain=True, error=STOPPED)
+    return h
+
+
+def v_drain_stopped(r: Any) -> None:
+    assert r.stats["drain_complete"] is False and r.stats["drains"]["stopped"] == STOPPED
+    assert any(u.endswith(f"({STOPPED})") and "final drain did not complete" in u for u in r.unknown), r.unknown
+
+
 def unseen() -> History:
     h = History()
     sends(h, 0, 0, [(1, 0), (2, 1)])
@@ -322,6 +343,7 @@ CASES: dict[str, Case] = {
     "read-then-truncated": Case(read_then_truncated,
                                 {"lost-write": 1, "inconsistent-offset": 1, "nonlinearizable-offset": 1}, False),
     "unseen": Case(unseen, {"unseen": 1}, "unknown"),
+    "drain-stopped": Case(drain_stopped, {"unseen": 1}, "unknown", v_drain_stopped),
     "phantom-write": Case(phantom, {"phantom-write": 1}, False),
     "unclean-election": Case(unclean, {"unclean-election": 1, "lost-write": 1, "inconsistent-offset": 1,
                                        "nonlinearizable-offset": 1}, False, v_unclean),
