@@ -12,9 +12,11 @@ as kchaos can to running the same interleaving again (docs/design.md,
 * every worker invokes the client ops its processes invoked, in their order,
   each its recorded gap after the previous one (``workload.replay`` names the
   history; ``schedule.worker_ops`` reads it here). A history records each
-  client invoke's ``worker``; in histories from before that field, a process
-  numbered below the concurrency is that worker's first, and later processes
-  cannot be placed: their ops are left out and counted.
+  client invoke's ``worker`` (a pipelined producer's sends are placed by their
+  values; the replay's pump sends each at its recorded time); in histories
+  from before that field, a process numbered below the concurrency is that
+  worker's first, and later processes cannot be placed: their ops are left
+  out and counted.
 
 Pure functions of the history's ops; the CLI (harness/replay_cli.py) runs it.
 """
@@ -24,18 +26,25 @@ import functools
 from pathlib import Path
 from typing import Any
 
-from history.ops import INVOKE, NEMESIS, Op, is_client_op, read_history, workload_start_ns
+from history.ops import INVOKE, NEMESIS, SEND, Op, is_client_op, read_history, workload_start_ns
 from workloads.op_streams import PlannedOp
 
 SETUP_OPS = ("assign", "subscribe")     # a worker's first op, replayed by the worker loop for each new process
 
 
 def worker_of(op: Op, concurrency: int) -> int | None:
-    """The worker that invoked a client op: its ``worker`` field, else (older histories)
-    the process number when it is a worker's first process."""
+    """The worker that invoked a client op: its ``worker`` field; for a pipelined
+    producer's send (it names its ``producer``; the pump records no worker), its
+    value's: the schedule gives worker w the values w, w + concurrency, ...
+    (workloads/op_streams.py); else (older histories) the process number when it
+    is a worker's first process."""
     worker = op.get("worker")
     if isinstance(worker, int) and not isinstance(worker, bool):
         return worker
+    if op.get("producer") is not None and op.get("f") == SEND:
+        msgs = op.get("value") or []
+        value = msgs[0][1] if msgs and isinstance(msgs[0], list) and len(msgs[0]) > 1 else None
+        return value % concurrency if isinstance(value, int) and not isinstance(value, bool) else None
     process = op.get("process")
     return process if is_client_op(op) and process < concurrency else None
 

@@ -33,8 +33,7 @@ def register(app: click.Group) -> None:
         Closer than `kchaos reproduce` (same seed, same plan) to the same interleaving:
         the fault steps the history executed become an explicit plan at their recorded
         times, and every worker invokes its recorded ops in order at their recorded gaps.
-        Kafka and the network still decide when each op lands. Runs with pipelined
-        producers cannot be replayed yet. Exit 0 when the replay matches (fault
+        Kafka and the network still decide when each op lands. Exit 0 when the replay matches (fault
         sequence, anomaly types, verdict), 1 otherwise, 3 when it failed to run.
         """
         from harness import reproduce                  # here: pyarrow, as in suite_cli

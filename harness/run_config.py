@@ -281,9 +281,6 @@ def validate(cfg: RunConfig) -> RunConfig:
     if w.replay is not None:
         if not Path(w.replay).is_file():
             raise UsageError(f"workload.replay: {w.replay} is not a history file")
-        if workload_kind(cfg).make_pump is not None:
-            raise UsageError("workload.replay: pipelined producers' sends cannot be replayed yet; "
-                             "replay a run with producer = \"batch\"")
     _validate_transactions(cfg)
     _validate_group(cfg)
     _validate_client(cfg)

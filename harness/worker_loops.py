@@ -18,7 +18,7 @@ import itertools
 import logging
 import threading
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
 from harness import schedule
 from harness.run_config import RunConfig
@@ -123,7 +123,9 @@ class WorkerLoops:
         other ops (assign/subscribe, polls) run on a thread of their own:
         ``_op_worker`` skipping the sends. Both walk the same seeded schedule, so values and
         partitions are the schedule's; only the interleaving of sends and polls
-        depends on timing. A poll never holds up the sends, nor a send a poll."""
+        depends on timing. A poll never holds up the sends, nor a send a poll.
+        In a replay (``workload.replay``) each send waits for its recorded time
+        (``pump_at``), as the polls do."""
         cfg = self.cfg
         polls = self.start(self._op_worker, f"worker-{worker}-polls", worker, SEND)
         recorder = self.recorder
@@ -132,14 +134,21 @@ class WorkerLoops:
         pump = self.kind.make_pump(self.client_context(worker), cfg.workload, hooks)
         sends = ((p, v) for planned in schedule.worker_ops(cfg, worker) if planned.f == SEND
                  for p, v, _ in planned.value)      # one message each (workloads/op_streams.py)
+        timed = self._timed_sends(worker) if cfg.workload.replay else None
         # crash_interval: at the worker's crash times (the polls thread crashes its client at the
         # same ones) the pump is dropped without flush: what it had in flight ends info,
         # what it had not sent is purged, and its next send opens a new instance.
         crashes = schedule.crash_times(cfg, worker)
         next_crash = self.t0 + next(crashes, float("inf"))
         try:
+            def until() -> bool:           # stopped, or the next crash is due
+                return self.stop.is_set() or time.monotonic() >= next_crash
+
             while not self.stop.is_set():
-                pump.pump(sends, lambda: self.stop.is_set() or time.monotonic() >= next_crash)
+                if timed is None:
+                    pump.pump(sends, until)
+                elif (left := pump.pump_at(timed, until)) is not None:
+                    timed = itertools.chain([left], timed)
                 if self.stop.is_set() or time.monotonic() < next_crash:
                     break          # stopped, or the schedule ran out
                 while next_crash <= time.monotonic():
@@ -150,6 +159,17 @@ class WorkerLoops:
         finally:
             pump.close(flush_s=cfg.workload.op_timeout, abandon=self.abandon.is_set)
             polls.join()
+
+    def _timed_sends(self, worker: int) -> Iterator[tuple[float, int, int]]:
+        """A replay's sends of worker ``worker``, each ``(monotonic time due,
+        partition, value)``: the recorded ops' gaps add up from the thread's
+        start, polls' included, as ``_op_worker`` adds them for the polls."""
+        at = time.monotonic()
+        for planned in schedule.worker_ops(self.cfg, worker):
+            at += planned.delay_s
+            if planned.f == SEND:
+                for p, v, _ in planned.value:
+                    yield at, p, v
 
     def _open_client(self, worker: int, process: int) -> Client | None:
         """The kind's client for ``process``, opened, or None when opening failed (logged)."""

@@ -34,7 +34,8 @@ makes each row the op it stands for and ``record_many`` records those.
 Delivery callbacks run inside ``serve``/``send``/``close`` (librdkafka calls
 them from ``Producer.poll``), on the caller's thread: the owner calls ``serve``
 while it waits, so completions are recorded promptly. ``pump`` is the loop a
-sender runs (the runner's pipelined worker, bench/workload_overhead.py).
+sender runs (the runner's pipelined worker, bench/workload_overhead.py);
+``pump_at`` the loop of a replay, which sends each message at its recorded time.
 """
 from __future__ import annotations
 
@@ -146,6 +147,25 @@ class PipelinedProducer(SendPump):
                 return
             self.send_many(batch)
             self.serve(0)
+
+    def pump_at(self, messages: Iterator[tuple[float, int, int]],
+                stop: Callable[[], bool]) -> tuple[float, int, int] | None:
+        """A replay's pump (harness/replay.py): send each ``(at, partition,
+        value)`` at monotonic time ``at``, or as soon after as a slot frees up,
+        serving reports while it waits, until they run out or ``stop()``.
+        Returns the message taken but not sent when stopped (the caller hands
+        it back for the next round), else None."""
+        for item in messages:
+            at, partition, value = item
+            while (wait := at - time.monotonic()) > 0:
+                if stop():
+                    return item
+                self.serve(min(0.01, wait))
+            if stop() or not self.wait_for_slot(stop):
+                return item
+            self.send(partition, value)
+            self.serve(0)
+        return None
 
     def wait_for_slot(self, stop: Callable[[], bool], step_s: float = 0.01) -> bool:
         """Serve delivery reports until a slot is free (True) or ``stop()``."""

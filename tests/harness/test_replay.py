@@ -44,3 +44,21 @@ def test_ops_no_worker_can_be_found_for_are_counted_and_drains_are_not_replayed(
 def test_fault_steps_are_the_workloads_nemesis_invokes_at_their_times():
     steps = replayed_steps(HISTORY, workload_s=6.0)
     assert steps == [{"at": 0.5, "f": "kill", "value": {"fault": "kill", "target": "leader", "partition_index": 3}}]
+
+
+def test_a_pipelined_producers_sends_are_placed_by_their_values():
+    # The pump records no worker; worker w's values are w, w + concurrency, ... (op_streams.queue_ops).
+    history = [
+        op(0, 0.0, 0, "invoke", "assign", [0, 1], worker=0),
+        op(1, 0.0, 1, "invoke", "assign", [0, 1], worker=1),
+        op(2, 0.4, 7, "invoke", "send", [[0, 0, None]], producer="p0"),
+        op(3, 0.5, 8, "invoke", "send", [[1, 3, None]], producer="p1"),
+        op(4, 0.6, 9, "invoke", "send", [[1, 2, None]], producer="p0"),
+        op(5, 0.9, 0, "invoke", "poll", None, worker=0),
+    ]
+    w0 = replayed_ops(history, 0, concurrency=2)
+    assert [(o.f, o.value, round(o.delay_s, 3)) for o in w0] == [
+        ("assign", [0, 1], 0.0), ("send", [[0, 0, None]], 0.4), ("send", [[1, 2, None]], 0.2), ("poll", None, 0.3)]
+    assert [(o.f, o.value) for o in replayed_ops(history, 1, concurrency=2)] == [
+        ("assign", [0, 1]), ("send", [[1, 3, None]])]
+    assert unplaced_ops(history, concurrency=2) == 0

@@ -129,3 +129,25 @@ def test_pump_stops_when_the_messages_run_out():
     assert [o["type"] for o in ops] == ["invoke", "invoke"] and prod.outstanding == 2
     prod.close()
     _check_one_at_a_time(ops)
+
+
+class _Stamped(list):
+    """Ops as recorded, each with the monotonic time it was recorded at."""
+
+    def append(self, op: dict) -> None:
+        super().append({**op, "at": time.monotonic()})
+
+
+def test_pump_at_sends_each_message_at_its_time_and_hands_back_the_one_it_held():
+    ops: list = _Stamped()
+    prod = _producer(ops, in_flight=5, op_timeout=30.0)
+    start = time.monotonic()
+    timed = iter([(start + 0.2, 0, 1), (start + 0.6, 1, 3), (start + 5.0, 0, 5)])
+    left = prod.pump_at(timed, stop=lambda: time.monotonic() > start + 1.0)
+    assert left == (start + 5.0, 0, 5), "the message due after the stop is handed back, not lost"
+    invokes = [o for o in ops if o["type"] == "invoke"]
+    assert [o["value"][0][:2] for o in invokes] == [[0, 1], [1, 3]]
+    assert start + 0.2 <= invokes[0]["at"] < start + 0.5 and start + 0.6 <= invokes[1]["at"] < start + 0.9
+    assert prod.pump_at(iter([]), stop=lambda: False) is None
+    prod.close()
+    _check_one_at_a_time([{k: v for k, v in o.items() if k != "at"} for o in ops])
