@@ -121,6 +121,16 @@ def _ran_on_lines(ran_on: Any) -> list[str]:
     return [jtext(line, 300) for line in lines]
 
 
+def client_line(library: Any) -> str | None:
+    """config.json's ``client_settings.library`` (harness/client_config.py
+    ``client_identity``) in words: the Kafka client the workload ran on."""
+    if not isinstance(library, dict) or not library.get("name"):
+        return None
+    text = f"{library['name']} {library.get('version') or '?'}"
+    extra = library.get("binding") or library.get("library")
+    return jtext(text + (f" ({extra})" if extra else ""), 200)
+
+
 def _checker_text(checker: dict[str, Any]) -> str:
     """``reference engine, 0.42 s`` (plus anything else the results say about it)."""
     engine, master, seconds = checker.get("engine"), checker.get("master"), checker.get("seconds")
@@ -240,6 +250,10 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
     if isinstance(cfg.get("workload_seconds"), (int, float)) and isinstance(cfg.get("time_limit"), (int, float)):
         summary.append(("workload length", f"planned {cfg['time_limit']:g} s, ran {cfg['workload_seconds']:.1f} s "
                         "(every planned fault step runs, each its planned gap after the previous one completed)"))
+    client = client_line((cfg.get("client_settings") or {}).get("library")
+                         if isinstance(cfg.get("client_settings"), dict) else None)
+    if client:
+        summary.append(("client", client))
     summary += [("ran on", text) for text in _ran_on_lines(cfg.get("ran_on"))]
     if isinstance(checker, dict) and checker:
         summary.append(("checker", _checker_text(checker)))
