@@ -124,6 +124,7 @@ def test_render_shows_both_sides_and_marks_the_difference():
 
 
 @pytest.mark.cluster
+@pytest.mark.long   # two whole runs (~140 s); the suite's cluster test reproduces a run, the comparison is unit-tested here
 def test_reproduce_of_an_edited_config_exits_1_and_names_the_difference(tmp_path):
     def kchaos(*args: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "harness.cli", *args], capture_output=True, text=True,
