@@ -133,7 +133,8 @@ def register(app: click.Group) -> None:
                   help="How many reproductions.")
     @click.option("--store", default=None, help="Store for the new runs (default: the original's store).")
     @click.option("--time-tolerance", type=click.FloatRange(min=0), default=5.0, show_default=True,
-                  help="Seconds two runs' fault steps may be apart (invoke times since the workload started).")
+                  help="Seconds two runs' fault steps may be apart (each step's gap after the previous "
+                       "nemesis op completed).")
     @verbosity_options
     def reproduce_cmd(run_dir: Path, times: int, store: str | None, time_tolerance: float, verbose: int,
                       quiet: bool) -> int:
@@ -141,8 +142,8 @@ def register(app: click.Group) -> None:
 
         Compared per reproduction: the fault sequence as executed (the nemesis ops that
         completed with an action, in order: op, action, fault kind, planned target, nodes,
-        and invoke times within --time-tolerance, except the final phase's heals after the
-        time limit), the non-allowed anomaly types found, and
+        and each step's gap after the previous nemesis op completed within --time-tolerance,
+        except the final phase's heals after the time limit), the non-allowed anomaly types found, and
         the verdict. Nodes are compared only where the plan fixed them (a node index, all,
         a seeded minority or partition); for targets resolved at run time (leader,
         controller, isolate-leader, isolate-controller) a reproduction may hit another

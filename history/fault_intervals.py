@@ -59,6 +59,7 @@ class NemesisOp:
     f: str
     value: Any                 # the completion's value (the invoke's while incomplete)
     error: Any = None
+    planned: Any = None        # the invoke's value: the plan's (a completion may drop its target)
 
     @property
     def action(self) -> str | None:
@@ -93,7 +94,8 @@ def nemesis_ops(ops: Iterable[Op]) -> Iterator[NemesisOp]:
             yield pending
             pending = None
         ev = NemesisOp(index=op.get("index"), invoke_time=t, time=None if op.get("type") == INVOKE else t,
-                       f=f, value=op.get("value"), error=op.get("error"))
+                       f=f, value=op.get("value"), error=op.get("error"),
+                       planned=op.get("value") if op.get("type") == INVOKE else None)
         if op.get("type") == INVOKE:
             pending = ev
         else:
