@@ -197,10 +197,11 @@ class SharePass:
         cand = (mine.unionByName(exp).groupBy("run", "pid", "p", "o").agg(F.min("eid").alias("eid"))
                 .join(d.select("run", "pid", "p", "o", "pt", "v", "c", "lim", "complete"), ["run", "pid", "p", "o"])
                 .filter(F.col("lim").isNull() | (F.col("c") < F.col("lim"))))
-        later = d.select("run", "p", "o", F.col("pid").alias("npid"), F.col("pinv").alias("npinv"),
-                         F.col("c").alias("nc"))
-        first = (cand.join(later, ["run", "p", "o"], "left")
-                 .filter(F.col("npid").isNull() | (F.col("npinv") > F.col("pt")))
+        later = d.select(F.col("run").alias("nrun"), F.col("p").alias("np"), F.col("o").alias("no"),
+                         F.col("pid").alias("npid"), F.col("pinv").alias("npinv"), F.col("c").alias("nc"))
+        on = ((F.col("run") == F.col("nrun")) & (F.col("p") == F.col("np")) & (F.col("o") == F.col("no"))
+              & (F.col("npinv") > F.col("pt")))
+        first = (cand.join(later, on, "left")
                  .groupBy("run", "pid", "p", "o", "eid", "v", "c", "complete")
                  .agg(F.min(F.when(F.col("npid").isNotNull(), F.struct("npid", "nc"))).alias("n")))
         bad = first.filter((F.col("n").isNotNull() & (F.col("n.nc") <= F.col("c")))
