@@ -17,6 +17,10 @@ Terms (the ops are the history contract's: ``history.ops``, share-group ops):
   ``lock_ms + EXPIRY_MARGIN_NS`` after the poll completed (none: its last op
   completed that late): nothing could have answered for the record before its
   lock ran out, so Kafka made it available again.
+* a release answer (an ok ``share-acked`` release) answers the member's last
+  release mark of the record before it, and that mark the member's last delivery
+  of the record before the mark (the answer often comes after the poll that
+  carried the mark, which may have delivered the record again).
 * possibly settled: a record (partition, offset) marked accept or reject by an
   ok ``share-ack`` of a member that no ``share-acked`` fail of that member
   answered afterwards, or answered ok/info as accept or reject, or delivered
@@ -69,6 +73,7 @@ class ShareFacts:
     expired_at: dict[int, int]              # delivery index -> time its lock certainly ran out
     settled: set[tuple[int, int]]
     answers: list[tuple[PairedOp, str, int, int]]   # share-acked events: (op, kind, partition, offset)
+    marks: list[tuple[PairedOp, str, int, int]]     # ok share-acks: (op, kind, partition, offset)
     acked_sends: list[tuple[int, int, int, PairedOp]]   # (partition, offset, value, send op)
 
 
@@ -137,7 +142,7 @@ def gather(ops: list[PairedOp]) -> ShareFacts | None:
     settled |= {(p, off) for o, k, p, off in answers if k in (ACCEPT, REJECT) and o.type in ("ok", "info")}
     if limit is not None:
         settled |= {(d.partition, d.offset) for d in deliveries if d.count >= limit}
-    return ShareFacts(deliveries, lock_ns, limit, complete, why, hold_end, expired_at, settled, answers,
+    return ShareFacts(deliveries, lock_ns, limit, complete, why, hold_end, expired_at, settled, answers, marks,
                       acked_sends)
 
 
@@ -185,8 +190,13 @@ def check_share(ops: list[PairedOp], settings: Settings) -> tuple[dict[str, Find
     released: list[tuple[int, int, PairedOp]] = []     # (delivery index, available from, evidence op)
     for ans, kind, p, o in facts.answers:
         if ans.type == "ok" and kind == RELEASE:
+            # the answer is to the member's last release mark of the record before it, and that
+            # mark to the member's last delivery of the record before the mark (the answer may
+            # come after a poll that already delivered the record again)
+            marked = [m.invoke_index for m, k, mp, mo in facts.marks if k == RELEASE and (mp, mo) == (p, o)
+                      and m.process == ans.process and m.invoke_index < ans.invoke_index]
             mine = [i for i in of.get((p, o), []) if ds[i].process == ans.process
-                    and ds[i].poll.invoke_index < ans.invoke_index]
+                    and marked and ds[i].poll.invoke_index < max(marked)]
             if mine:
                 released.append((mine[-1], _ns(ans.time), ans))
     released += [(i, t, ds[i].poll) for i, t in facts.expired_at.items()]

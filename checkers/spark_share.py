@@ -93,7 +93,7 @@ class SharePass:
              .withColumn("expired", F.col("lock").isNotNull()
                          & (F.col("quiet") >= F.col("pt") + F.col("lock") + F.lit(EXPIRY_MARGIN_NS)))
              .cache())
-        marks = self._marks(share.filter((F.col("f") == "share-ack") & (F.col("type") == "ok")), F)
+        marks = self._marks(share.filter((F.col("f") == "share-ack") & (F.col("type") == "ok")), F).cache()
         answers = self._marks(share.filter(F.col("f") == "share-acked"), F).cache()
         fails = answers.filter(F.col("type") == "fail").select("run", "q", "p", "o", F.col("id").alias("fid"))
         settled_marks = (marks.filter(F.col("kind").isin("accept", "reject"))
@@ -108,7 +108,7 @@ class SharePass:
                                 .select("run", "p", "o"))
                    .distinct().cache())
         wit = [self._lost(ops, d, settled, prm, F), self._accepted(d, answers, F),
-               self._not_redelivered(d, answers, F, Window), self._pairs(d, F)]
+               self._not_redelivered(d, answers, marks, F), self._pairs(d, F)]
         allw = wit[0]
         for w in wit[1:]:
             allw = allw.unionByName(w)
@@ -147,6 +147,7 @@ class SharePass:
             stats[run] = st
         d.unpersist()
         answers.unpersist()
+        marks.unpersist()
         settled.unpersist()
         return stats
 
@@ -187,11 +188,14 @@ class SharePass:
         extra = F.to_json(F.struct(F.col("c").alias("delivery_count")))
         return self._out(later, "share-accepted-redelivered", ["p", "o", "aid"], F.array("aid", "pid"), extra, F)
 
-    def _not_redelivered(self, d: Any, answers: Any, F: Any, Window: Any) -> Any:
+    def _not_redelivered(self, d: Any, answers: Any, marks: Any, F: Any) -> Any:
         rel = answers.filter((F.col("type") == "ok") & (F.col("kind") == "release")).select(
             "run", "q", "p", "o", F.col("id").alias("eid"))
-        mine = (rel.join(d.select("run", "q", "p", "o", "pid"), ["run", "q", "p", "o"])
-                .filter(F.col("pid") < F.col("eid")).groupBy("run", "q", "p", "o", "eid")
+        marked = (rel.join(marks.filter(F.col("kind") == "release").select("run", "q", "p", "o", F.col("id").alias("mid")),
+                           ["run", "q", "p", "o"]).filter(F.col("mid") < F.col("eid"))
+                  .groupBy("run", "q", "p", "o", "eid").agg(F.max("mid").alias("mid")))
+        mine = (marked.join(d.select("run", "q", "p", "o", "pid"), ["run", "q", "p", "o"])
+                .filter(F.col("pid") < F.col("mid")).groupBy("run", "q", "p", "o", "eid")
                 .agg(F.max("pid").alias("pid")).select("run", "pid", "p", "o", "eid"))
         exp = d.filter("expired").select("run", "pid", "p", "o", F.col("pid").alias("eid"))
         cand = (mine.unionByName(exp).groupBy("run", "pid", "p", "o").agg(F.min("eid").alias("eid"))
