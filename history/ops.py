@@ -130,7 +130,8 @@ Values, with one topic per run and the key of a message equal to its partition:
     ``{"<partition>": null | error text}``; the outcome of each mark is its
     ``share-acked`` event.
   - ``share-hold``: invoke the seconds to hold; ok after the member held what
-    it had acquired that long without sending anything (lock expiry).
+    it had acquired that long without sending anything (lock expiry); fail
+    when its last share-poll delivered nothing to hold.
   - ``share-end`` (an event of the share drain's process): ``{"complete": bool,
     "why": str}``; complete when the drain saw the group deliver nothing more
     for longer than a record lock, every broker up: the run's end says whether

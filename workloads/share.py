@@ -22,7 +22,8 @@ share-group ops); every share op carries ``group``. What this client decides:
 ``share-commit``  ``commit_sync(op_timeout_s)``: ok when every partition
     answered without error, fail when every error is certain, else info.
 ``share-hold``  sleeps the planned seconds without calling the consumer: the
-    records it acquired stay locked to it until their locks run out.
+    records it acquired stay locked to it until their locks run out. ``fail``
+    at once when the last share-poll delivered nothing (there is nothing to hold).
 
 Answers: the acknowledgement commit callback runs inside the consumer's calls;
 each call becomes a ``share-acked`` event (ok; fail for INVALID_RECORD_STATE,
@@ -241,6 +242,8 @@ class ShareClient(QueueClient):
         return completion(op, typ, value, "; ".join(errors) or None, self._node)
 
     def _hold(self, op: Op) -> Op:
+        if not self._last:
+            return completion(op, FAIL, op.get("value"), "the last share-poll delivered nothing to hold", self._node)
         time.sleep(float(op.get("value") or 0))
         return completion(op, OK, op.get("value"), node=self._node)
 

@@ -95,3 +95,9 @@ def test_marks_value_groups_by_kind_and_partition():
     v = marks_value({(1, 5): "release", (0, 2): "accept", (0, 1): "accept"})
     assert v == {"accept": {"0": [1, 2]}, "release": {"1": [5]}}
     assert sorted(share_marks(v, "t")) == [("accept", 0, 1), ("accept", 0, 2), ("release", 1, 5)]
+
+
+def test_hold_after_an_empty_poll_fails_at_once():
+    c = _client("explicit")
+    out = c.invoke({"f": SHARE_HOLD, "value": 30.0})
+    assert out["type"] == "fail" and "nothing to hold" in out["error"]
