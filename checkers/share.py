@@ -206,7 +206,10 @@ def check_share(ops: list[PairedOp], settings: Settings) -> tuple[dict[str, Find
         if i in seen or (facts.limit is not None and d.count >= facts.limit):
             continue
         seen.add(i)
-        after = [j for j in of[(d.partition, d.offset)] if ds[j].poll.invoke_time > _ns(d.poll.time)]
+        # the next delivery: the first (by completion) whose poll completed after this one's; a
+        # poll invoked earlier may still be the redelivery (it waits up to its timeout)
+        after = sorted((j for j in of[(d.partition, d.offset)] if _ns(ds[j].poll.time) > _ns(d.poll.time)),
+                       key=lambda j: _ns(ds[j].poll.index))
         if after and ds[after[0]].count > d.count:
             continue
         if not after and not facts.complete:

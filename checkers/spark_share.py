@@ -71,10 +71,10 @@ class SharePass:
         # deliveries: (run, q process, pid, pinv, pt, p, o, v, c)
         recs = (share.filter((F.col("f") == "share-poll") & (F.col("type") == "ok"))
                 .select("run", F.col("process").alias("q"), F.col("invoke_index").alias("pid"),
-                        F.col("invoke_time").alias("pinv"), F.col("time").alias("pt"),
+                        F.col("index").alias("pidx"), F.col("invoke_time").alias("pinv"), F.col("time").alias("pt"),
                         F.explode(F.from_json("value", POLL_SCHEMA)).alias("pk", "rs"))
                 .select("*", F.explode("rs").alias("r"))
-                .select("run", "q", "pid", "pinv", "pt", F.col("pk").cast("int").alias("p"),
+                .select("run", "q", "pid", "pidx", "pinv", "pt", F.col("pk").cast("int").alias("p"),
                         F.col("r")[0].alias("o"), F.col("r")[1].alias("v"), F.col("r")[2].alias("c")))
         sending = share.filter(F.col("f").isin("share-poll", "share-commit")).select(
             "run", F.col("process").alias("q"), F.col("invoke_index").alias("sid"),
@@ -202,12 +202,13 @@ class SharePass:
                 .join(d.select("run", "pid", "p", "o", "pt", "v", "c", "lim", "complete"), ["run", "pid", "p", "o"])
                 .filter(F.col("lim").isNull() | (F.col("c") < F.col("lim"))))
         later = d.select(F.col("run").alias("nrun"), F.col("p").alias("np"), F.col("o").alias("no"),
-                         F.col("pid").alias("npid"), F.col("pinv").alias("npinv"), F.col("c").alias("nc"))
+                         F.col("pid").alias("npid"), F.col("pidx").alias("nidx"), F.col("pt").alias("npt"),
+                         F.col("c").alias("nc"))
         on = ((F.col("run") == F.col("nrun")) & (F.col("p") == F.col("np")) & (F.col("o") == F.col("no"))
-              & (F.col("npinv") > F.col("pt")))
+              & (F.col("npt") > F.col("pt")))
         first = (cand.join(later, on, "left")
                  .groupBy("run", "pid", "p", "o", "eid", "v", "c", "complete")
-                 .agg(F.min(F.when(F.col("npid").isNotNull(), F.struct("npid", "nc"))).alias("n")))
+                 .agg(F.min(F.when(F.col("npid").isNotNull(), F.struct("nidx", "npid", "nc"))).alias("n")))
         bad = first.filter((F.col("n").isNotNull() & (F.col("n.nc") <= F.col("c")))
                            | (F.col("n").isNull() & F.coalesce("complete", F.lit(False))))
         ids = F.concat(F.array("pid"), F.when(F.col("eid") != F.col("pid"), F.array("eid")).otherwise(
