@@ -64,11 +64,12 @@ class WorkloadConfig:
     # invoke, at their recorded gaps, instead of the seed's.
     replay: str | None = None
     # Share groups (mode = "share", workloads/share.py and share_plan.py): the acknowledgement
-    # mode, the group's record lock and delivery-attempt limit, the chance a mark releases or
+    # mode, the group's record lock, delivery-attempt limit and session timeout, the chance a mark releases or
     # rejects, and the chance a member holds what it polled past its lock.
     share_ack_mode: str = "explicit"
     share_lock_ms: int = 15000
     share_delivery_limit: int = 5
+    share_session_timeout_ms: int = 45000
     share_release_probability: float = 0.1
     share_reject_probability: float = 0.02
     share_hold_probability: float = 0.01

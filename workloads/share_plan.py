@@ -13,11 +13,13 @@ workload starts, and the share drain at the run's end (docs/design.md,
   brokers' minimum ...).
 * ``set_up_group``: the group's ``share.auto.offset.reset`` (earliest: a
   share group starts at the log end by default, and would never deliver what
-  was sent before its first member fetched), record lock and delivery limit.
+  was sent before its first member fetched), record lock, delivery limit and
+  session timeout.
 * ``share_drain``: after faults heal, a member in explicit mode polls and
-  accepts until the group delivers nothing for longer than a lock (every
-  lock a member left behind has run out by then), or the drain timeout; its
-  ``share-end`` says which.
+  accepts until the group delivers nothing for longer than a lock and a
+  session (every lock a member left behind has run out, and every member that
+  never left is gone, so the drain is assigned every partition), or the drain
+  timeout; its ``share-end`` says which.
 """
 from __future__ import annotations
 
@@ -39,7 +41,8 @@ DRAIN_QUIET_EXTRA_S = 3.0   # the share drain's quiet outlasts a lock by this mu
 DRAIN_POLL_TIMEOUT_S = 0.5
 # Kafka's defaults for the group settings' bounds (broker settings group.share.*; 4.2+)
 BOUNDS = {"lock": ("group.share.min.record.lock.duration.ms", 15000, "group.share.max.record.lock.duration.ms", 60000),
-          "limit": ("group.share.min.delivery.count.limit", 2, "group.share.max.delivery.count.limit", 10)}
+          "limit": ("group.share.min.delivery.count.limit", 2, "group.share.max.delivery.count.limit", 10),
+          "session": ("group.share.min.session.timeout.ms", 45000, "group.share.max.session.timeout.ms", 60000)}
 
 
 def share_subscribe_op(spec: StreamSpec, rng: random.Random) -> PlannedOp:
@@ -104,12 +107,16 @@ def config_problem(workload: Any, has_share_groups: bool, kafka_version: str, br
     if w.share_release_probability + w.share_reject_probability > 1:
         return "share_release_probability + share_reject_probability must be at most 1"
     for what, field, value in (("lock", "share_lock_ms", w.share_lock_ms),
-                               ("limit", "share_delivery_limit", w.share_delivery_limit)):
+                               ("limit", "share_delivery_limit", w.share_delivery_limit),
+                               ("session", "share_session_timeout_ms", w.share_session_timeout_ms)):
         lo_key, lo, hi_key, hi = BOUNDS[what]
         lo, hi = int(broker.get(lo_key, lo)), int(broker.get(hi_key, hi))
         if not lo <= value <= hi:
             return (f'{field} = {value} is outside the brokers\' bounds {lo}..{hi} ([broker] "{lo_key}" and '
                     f'"{hi_key}")')
+    if w.share_session_timeout_ms < w.share_lock_ms:
+        return (f"share_session_timeout_ms {w.share_session_timeout_ms} is below share_lock_ms {w.share_lock_ms}: "
+                "a member's session would end, releasing its records, before their locks run out")
     return None
 
 
@@ -119,7 +126,8 @@ def set_up_group(workload: Any, ctx: ClientContext, seed: int, log: logging.Logg
 
     entries = {"share.auto.offset.reset": "earliest",
                "share.record.lock.duration.ms": str(workload.share_lock_ms),
-               "share.delivery.count.limit": str(workload.share_delivery_limit)}
+               "share.delivery.count.limit": str(workload.share_delivery_limit),
+               "share.session.timeout.ms": str(workload.share_session_timeout_ms)}
     admin = AdminClient({"bootstrap.servers": ctx.bootstrap})
     resource = ConfigResource(ResourceType.GROUP, ctx.group_id, incremental_configs=[
         ConfigEntry(k, v, incremental_operation=AlterConfigOpType.SET) for k, v in entries.items()])
@@ -158,7 +166,10 @@ def share_drain(workload: Any, ctx: ClientContext, record: Callable[[dict], Any]
             record({**ev, "process": q})
         return out
 
-    quiet_s = workload.share_lock_ms / 1000 + DRAIN_QUIET_EXTRA_S
+    # Quiet past a lock (locks members left behind run out) and past a session (members that
+    # never left are removed, so the drain is assigned every partition: the group's assignor
+    # shares partitions among the members it still counts).
+    quiet_s = max(workload.share_lock_ms, workload.share_session_timeout_ms) / 1000 + DRAIN_QUIET_EXTRA_S
     deadline = time.monotonic() + timeout_s
     complete, why = False, f"timed out after {timeout_s:g} s"
     try:

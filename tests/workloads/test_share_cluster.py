@@ -14,11 +14,12 @@ pytestmark = pytest.mark.cluster
 def test_fault_free_share_run_is_valid(tmp_path):
     from harness.run_config import RunConfig, WorkloadConfig, validate
     from harness.runner import Runner
-    workload = WorkloadConfig(mode="share", send_fraction=0.5, op_timeout=8.0, share_lock_ms=3000,
+    workload = WorkloadConfig(mode="share", send_fraction=0.5, op_timeout=8.0, share_lock_ms=3000, share_session_timeout_ms=6000,
                               poll_timeout=0.2, share_release_probability=0.2, share_reject_probability=0.05,
                               share_hold_probability=0.15)
     cfg = RunConfig(name="share", store=str(tmp_path), rate=80, concurrency=3, time_limit=15, workload=workload,
-                    broker={"group.share.min.record.lock.duration.ms": 1000}, drain_timeout=60)
+                    broker={"group.share.min.record.lock.duration.ms": 1000,
+                                                                 "group.share.min.session.timeout.ms": 6000}, drain_timeout=60)
     outcome = Runner(validate(cfg)).execute()
     ops = list(read_history(outcome.run_dir / "history.jsonl"))
     deliveries = [d for o in ops if o["f"] == SHARE_POLL and o["type"] == "ok"
