@@ -10,7 +10,8 @@ Terms (the ops are the history contract's: ``history.ops``, share-group ops):
   these (and its close, after its last op) carry its marks to Kafka.
 * lock window of a delivery: the record is certainly locked to its member from
   the poll's completion until the earlier of the member's next sending op's
-  invocation (or, when it has none, its last op's completion: it closed after)
+  invocation (or, when it has none, its last op's completion, of any kind but
+  the events: it closed after)
   and ``lock_ms`` after the invocation of the member's previous share-poll
   (or of this one when it has none): acquisition happened after that.
 * lock expiry: a delivery whose member's next sending op was invoked at least
@@ -48,6 +49,9 @@ SHARE_TYPES = ("lost-share-record", "share-accepted-redelivered", "share-not-red
 UNKNOWN_SHARE_STAT = "unknown_share"        # stats: unsettled records the run's end cannot judge
 EXPIRY_MARGIN_NS = 2_000_000_000            # the broker's lock timer runs late by up to this much
 SENDING = (SHARE_POLL, SHARE_COMMIT)
+# Completions without an invoke: a member's answers (written after the op, or after its close) and
+# the share drain's end do not bound when the member closed.
+EVENTS = (SHARE_ACKED, SHARE_END)
 
 
 @dataclass(frozen=True)
@@ -100,7 +104,7 @@ def gather(ops: list[PairedOp]) -> ShareFacts | None:
         if not o.client:
             continue
         where = f"op index {o.invoke_index}"
-        if o.process is not None and o.f.startswith("share-"):
+        if o.process is not None and o.f not in EVENTS:     # the close came after its last op of any kind
             last_done[o.process] = max(last_done.get(o.process, 0), _ns(o.time if o.time is not None
                                                                        else o.invoke_time))
         if o.f == SEND:

@@ -16,7 +16,7 @@ from collections import defaultdict
 from typing import Any, Callable
 
 from .common import Finding, Witness
-from .share import EXPIRY_MARGIN_NS, SHARE_TYPES, UNKNOWN_SHARE_STAT
+from .share import EVENTS, EXPIRY_MARGIN_NS, SHARE_TYPES, UNKNOWN_SHARE_STAT
 
 log = logging.getLogger(__name__)
 
@@ -79,7 +79,7 @@ class SharePass:
         sending = share.filter(F.col("f").isin("share-poll", "share-commit")).select(
             "run", F.col("process").alias("q"), F.col("invoke_index").alias("sid"),
             F.col("invoke_time").alias("sinv"), "f")
-        last = share.groupBy("run", F.col("process").alias("q")).agg(
+        last = ops.filter(~F.col("f").isin(*EVENTS)).groupBy("run", F.col("process").alias("q")).agg(
             F.max(F.coalesce("time", "invoke_time")).alias("last"))
         dkey = ["run", "q", "pid", "p", "o"]
         nxt = (recs.join(sending, ["run", "q"]).filter(F.col("sinv") > F.col("pinv"))
