@@ -33,6 +33,7 @@ from history.parquet import read_paired_ops  # noqa: E402
 from checkers.reference import RunIndex, lost_messages  # noqa: E402
 from harness.runner import Runner  # noqa: E402
 from reports.availability import write_availability  # noqa: E402
+from reports.digest import digest  # noqa: E402
 from reports.load import anomaly_rows, verdict_of  # noqa: E402
 
 SCENARIOS = ("unclean-election", "acks1-isolated-leader", "safe", "clock-skew", "elr-election", "power-loss-all",
@@ -66,7 +67,7 @@ def removing_elections(results: dict[str, Any]) -> list[dict[str, Any]]:
 
 def write_share(run_dir: Path) -> float | None:
     """The share of the workload's seconds in which some write was acknowledged."""
-    avail = write_availability(read_history(run_dir / "history.jsonl"))
+    avail = write_availability(digest(read_history(run_dir / "history.jsonl")))
     return None if avail is None else round(avail.share, 3)
 
 

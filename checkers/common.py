@@ -309,6 +309,10 @@ def unknown_reasons(rf: RunFindings, anomalies: dict[str, dict[str, Any]], error
     if rf.stats.get("unknown_consumption"):     # checkers/groups.py
         out.append(f"{rf.stats['unknown_consumption']} value(s) a consumer group committed past were never "
                    "delivered to a member, but a member poll ended info: it may have delivered them unrecorded")
+    if rf.stats.get("unknown_share"):           # checkers/share.py
+        out.append(f"{rf.stats['unknown_share']} acknowledged record(s) were never accepted or archived by the "
+                   f"share group, and the run's end cannot say they are lost: "
+                   f"{(rf.stats.get('share') or {}).get('end_why') or 'no share-end recorded'}")
     drains = rf.stats.get("drains") or {}
     if drains.get("ops") and drains.get("ok", 0) < drains["ops"]:
         out.append(f"the final drain did not complete: {drains['ops'] - drains.get('ok', 0)} of "

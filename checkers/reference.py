@@ -26,6 +26,7 @@ from history.paired import PairedOp
 from . import txn as txn_checks
 from .common import Finding, RunFindings, Settings, Witness, availability, drain_counts
 from .groups import chain_cuts, check_groups, rebalances
+from .share import SHARE_TYPES, check_share
 from .reference_stats import stats
 from .settle import MarkerOf, Settled, effective_type, settle
 from .txn import acknowledged, read_committed
@@ -362,6 +363,7 @@ CHECKS: dict[str, Callable[[RunIndex, Settings], Result]] = {
     "phantom": check_phantom,
     **txn_checks.CHECKS,
     "groups": lambda run, settings: check_groups(run.ops, settings),
+    "share": lambda run, settings: _share(run, settings),
 }
 TYPES_OF = {
     "offsets": ("inconsistent-offset", "duplicate"),
@@ -372,7 +374,14 @@ TYPES_OF = {
     "phantom": ("phantom-write",),
     **txn_checks.TYPES_OF,
     "groups": ("commit-backwards", "lost-consumption", "redelivery"),
+    "share": SHARE_TYPES,
 }
+
+
+def _share(run: RunIndex, settings: Settings) -> Result:
+    """Share groups (share.py); their stats join the run's after the checks."""
+    found, run.share_stats = check_share(run.ops, settings)
+    return found
 
 
 def analyze(ops: list[PairedOp], settings: Settings, marker: MarkerOf | None = None) -> RunFindings:
@@ -395,6 +404,7 @@ def analyze(ops: list[PairedOp], settings: Settings, marker: MarkerOf | None = N
     except Exception as e:  # noqa: BLE001
         errors.append(f"stats: {type(e).__name__}: {e}")
         st = {}
+    st.update(getattr(run, "share_stats", None) or {})
     if "availability_counts" in st:
         st["availability"] = availability(st.pop("availability_counts"))
     if run.settled:

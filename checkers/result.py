@@ -97,6 +97,12 @@ ANOMALY_TYPES = (
     "G1c",
     "G1c-process",
     "G1c-realtime",
+    # share groups (checkers/share.py)
+    "lost-share-record",
+    "share-accepted-redelivered",
+    "share-not-redelivered",
+    "share-double-delivery",
+    "share-count-decrease",
 )
 
 # One sentence per type: results.json carries it, reports fall back on it.
@@ -149,6 +155,17 @@ DESCRIPTIONS: dict[str, str] = {
     "G1c": "a cycle of committed transactions over write-read dependencies (read_committed reads)",
     "G1c-process": "a cycle of committed transactions over write-read and process-order dependencies",
     "G1c-realtime": "a cycle of committed transactions over write-read and real-time (and process) order",
+    "lost-share-record": "an acknowledged send the share group never accepted (nor rejected, nor archived after "
+                         "the delivery-attempt limit), although the run's end says the group had nothing left "
+                         "to deliver",
+    "share-accepted-redelivered": "a share-group member was delivered a record after Kafka confirmed another "
+                                  "acknowledgement accepting it",
+    "share-not-redelivered": "a record released (confirmed) or whose lock certainly expired, below the "
+                             "delivery-attempt limit, was next delivered with no higher delivery count, or "
+                             "never again although the run's end says the group had nothing left",
+    "share-double-delivery": "a record was delivered to a second share-group member while the first certainly "
+                             "still held its acquisition lock",
+    "share-count-decrease": "a record was delivered with a lower delivery count than an earlier delivery of it",
 }
 
 

@@ -32,6 +32,7 @@ from .spark_scan import Slice, index_slices
 from history.row_groups import Source, history_files, source
 from . import spark_txn
 from .spark_groups import GroupPass
+from .spark_share import SharePass
 
 log = logging.getLogger(__name__)
 
@@ -195,6 +196,7 @@ def _analyze(spark: Any, src: Source, slices: dict[tuple[int, int | None], list[
         acc.fail(_err(name, text), types, [run])
     spark_txn.finish(ops, ctx, acc, rows, settings)     # transactions: torn, cycles, ok txns as acks
     group_stats = groups.check()                        # consumer groups (spark_groups.py)
+    share_stats = SharePass(ops, acc, k).check()        # share groups (spark_share.py)
 
     timings["checks"] = time.monotonic() - t0
     t0 = time.monotonic()
@@ -220,6 +222,7 @@ def _analyze(spark: Any, src: Source, slices: dict[tuple[int, int | None], list[
             anomalies=acc.found[run],
             stats={
                 **group_stats.get(run, {}),
+                **share_stats.get(run, {}),
                 **({"settled_txns": [settled[run][i].as_dict() for i in sorted(settled[run])]}
                    if settled.get(run) else {}),
                 "ops": base["ops"],

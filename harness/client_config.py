@@ -27,11 +27,11 @@ DEFAULT_COMMIT_FRACTION = 0.1
 
 def effective_commit_fraction(cfg: RunConfig) -> float:
     """The share of ops that are commits: ``commit_fraction``, by default 0.1
-    in subscribe mode and 0 in assign mode (assigned consumers are no group members)."""
+    in subscribe and share mode and 0 in assign mode (assigned consumers are no group members)."""
     w = cfg.workload
     if w.commit_fraction is not None:
         return float(w.commit_fraction)
-    return DEFAULT_COMMIT_FRACTION if w.mode == "subscribe" else 0.0
+    return DEFAULT_COMMIT_FRACTION if w.mode in ("subscribe", "share") else 0.0
 
 
 def run_group_id(cfg: RunConfig) -> str:

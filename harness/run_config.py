@@ -23,8 +23,9 @@ from infra.tomlfile import load_toml
 from harness.nemesis_config import validate_proxy, validate_steps
 from nemesis.packages import build_packages, nemeses_of
 from workloads.kinds import CLIENTS, WorkloadKind, kind_of, workload_names
+from workloads.share_plan import config_problem
 
-MODES = ("assign", "subscribe")
+MODES = ("assign", "subscribe", "share")
 # "batch": one producer per process, each send op a batch flushed before it completes;
 # "pipelined": up to in_flight one-message sends outstanding per producer (workloads/pipelined.py).
 PRODUCERS = ("batch", "pipelined")
@@ -62,6 +63,16 @@ class WorkloadConfig:
     # kchaos replay (harness/replay.py): a history.jsonl whose recorded client ops the workers
     # invoke, at their recorded gaps, instead of the seed's.
     replay: str | None = None
+    # Share groups (mode = "share", workloads/share.py and share_plan.py): the acknowledgement
+    # mode, the group's record lock, delivery-attempt limit and session timeout, the chance a mark releases or
+    # rejects, and the chance a member holds what it polled past its lock.
+    share_ack_mode: str = "explicit"
+    share_lock_ms: int = 15000
+    share_delivery_limit: int = 5
+    share_session_timeout_ms: int = 45000
+    share_release_probability: float = 0.1
+    share_reject_probability: float = 0.02
+    share_hold_probability: float = 0.01
     client: str = "librdkafka"      # the Kafka client: "librdkafka" (in-process) | "java" (kafka-clients, a driver JVM)
     client_version: str = ""        # java: the kafka-clients version; "" is the cluster's kafka_version
 
@@ -283,6 +294,7 @@ def validate(cfg: RunConfig) -> RunConfig:
             raise UsageError(f"workload.replay: {w.replay} is not a history file")
     _validate_transactions(cfg)
     _validate_group(cfg)
+    _validate_share(cfg)
     _validate_client(cfg)
     validate_client_settings(cfg, workload_kind(cfg))
     _validate_kafka_settings(cfg)
@@ -338,6 +350,15 @@ def _validate_transactions(cfg: RunConfig) -> None:
         raise UsageError(f'transactions = true needs producer.acks = "all" (or -1), got {acks!r}')
 
 
+def _validate_share(cfg: RunConfig) -> None:
+    """Share groups (workloads/share_plan.py): a Kafka with them, and the share knobs (one line, exit 64)."""
+    if cfg.workload.mode == "share":
+        problem = config_problem(cfg.workload, features(cfg.kafka_version).share_groups, cfg.kafka_version,
+                                 cfg.broker, cfg.broker_features)
+        if problem:
+            raise UsageError(problem)
+
+
 def _validate_group(cfg: RunConfig) -> None:
     """Consumer groups: commit shares, the group id, and the settings that
     would commit what the history cannot show (one line, exit 64)."""
@@ -351,7 +372,7 @@ def _validate_group(cfg: RunConfig) -> None:
     if w.group_id is not None and not isinstance(w.group_id, str):
         raise UsageError(f"group_id must be a string, got {w.group_id!r}")
     commits = effective_commit_fraction(cfg)
-    if w.mode != "subscribe":
+    if w.mode == "assign":
         if commits:
             raise UsageError(f'commit_fraction {commits:g} needs mode = "subscribe": assigned consumers '
                              "are not group members and commit nothing")
@@ -363,7 +384,7 @@ def _validate_group(cfg: RunConfig) -> None:
         raise UsageError(f'[workload] group_id {w.group_id!r} and consumer."group.id" '
                          f'{cfg.consumer["group.id"]!r} differ; set one')
     if not run_group_id(cfg).strip():
-        raise UsageError('mode = "subscribe" needs a group id; [workload] group_id or consumer."group.id" is empty')
+        raise UsageError(f'mode = "{w.mode}" needs a group id; [workload] group_id or consumer."group.id" is empty')
     for key in ("enable.auto.commit", "enable.auto.offset.store"):
         if commits and key in cfg.consumer and not _is_false(cfg.consumer[key]):
             raise UsageError(f'consumer."{key}" = {cfg.consumer[key]!r} with commit ops (commit_fraction '

@@ -42,6 +42,7 @@ from nemesis.protocol import NemesisContext
 from nemesis.proxy_nemesis import RunProxy
 from workloads.client import ClientContext
 from workloads.drain import WatermarkProbe, drain, wait_for_drain
+from workloads.kinds import FINISH_PROCESS
 
 log = logging.getLogger(__name__)
 
@@ -262,6 +263,8 @@ class Runner:
         if not first.get("reached", True):
             self.events.note(f"drain wait gave up after {cfg.drain_wait:g}s: {first.get('why')}")
         time.sleep(cfg.recovery)
+        if self.kind.finish is not None:   # e.g. the share drain: the group accepts what it still holds
+            self.kind.finish(self._client_context(FINISH_PROCESS), self.recorder.append, log, cfg.drain_timeout)
         completed = drain(kafka.bootstrap(), TOPIC, cfg.workload.partitions, cfg.consumer, self.recorder.append,
                           cfg.drain_timeout, max_acked=max_acked, wait=waits)
         self.drain_completed = completed

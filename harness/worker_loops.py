@@ -92,6 +92,7 @@ class WorkerLoops:
                     log.info("worker %d: crashing process %d (client dropped without flushing); going on as "
                              "process %d", worker, process, successor)
                     self._crash_quietly(client)
+                    self._record_events(process, client.take_events())   # a share member's answers at close
                     self.crashes.append((worker, process))
                     client, process = None, successor
                     if planned is not setup_op:

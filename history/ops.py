@@ -30,7 +30,7 @@ process     int for a logical client (a crashed client's successor gets a
 type        "invoke", then exactly one completion: "ok" | "fail" | "info"
             (events, below, are a completion alone)
 f           "send" | "poll" | "assign" | "subscribe" | "txn" | "commit" |
-            "rebalance" | "sample" | nemesis op
+            "rebalance" | "sample" | the share-group ops below | nemesis op
 value       see below
 error       client error text on fail/info (optional)
 node        the node the client talked to (optional)
@@ -117,6 +117,38 @@ Values, with one topic per run and the key of a message equal to its partition:
 * ``sample`` (process "sampler", type "ok" only, no invoke):
   ``{"controller": broker_id|null, "partitions": {"<p>": {"leader": id|null,
   "isr": [ids], "epoch": int|null}}}``. Broker id k runs on node "nk".
+* share-group ops (a ``ShareConsumer`` of KIP-932: workloads/share.py; every op
+  names its ``group``; docs/design.md, "Share groups"):
+
+  - ``share-subscribe``: invoke the topic; ok ``{"topic": str, "lock_ms": int,
+    "delivery_count_limit": int}``, the group's record lock duration and
+    delivery-attempt limit as the run set them.
+  - ``share-poll``: invoke null; ok ``{"<partition>": [[offset, value,
+    delivery_count], ...]}``: the records the member acquired (each locked to
+    it from some moment within the op, or within its previous share-poll when
+    the client buffered it, until acknowledged or ``lock_ms`` later) and
+    Kafka's delivery count of each (1 on the first acquisition).
+  - ``share-ack``: the member marks records it was delivered. Invoke null (the
+    schedule's plan: the records of the member's last share-poll); completion
+    ``{"accept" | "release" | "reject": {"<partition>": [offset, ...]}}`` (kinds
+    with none left out), ok when marked. Marks are sent to Kafka with the
+    member's next share-poll or share-commit, or its close; in implicit
+    acknowledgement mode the client marks every record accept itself.
+  - ``share-acked`` (an event: a completion alone, from the acknowledgement
+    commit callback, or written at close for marks no callback answered):
+    the same shape; ``ok`` Kafka applied them, ``fail`` it certainly did not,
+    ``info`` unknown (``error`` says why).
+  - ``share-commit``: invoke null; sends the marks and waits; completion value
+    ``{"<partition>": null | error text}``; the outcome of each mark is its
+    ``share-acked`` event.
+  - ``share-hold``: invoke the seconds to hold; ok after the member held what
+    it had acquired that long without sending anything (lock expiry); fail
+    when its last share-poll delivered nothing to hold.
+  - ``share-end`` (an event of the share drain's process): ``{"complete": bool,
+    "why": str}``; complete when the drain saw the group deliver nothing more
+    for longer than a record lock, every broker up: the run's end says whether
+    a share record never accepted is lost.
+
 * nemesis ops (process "nemesis"): an invoke with the planned value, then an
   "info" completion whose value names what was done: ``action`` ("start" |
   "stop" | "heal", or absent for bookkeeping such as waits), ``fault`` (the
@@ -143,6 +175,11 @@ COMPLETIONS = (OK, FAIL, INFO)
 NEMESIS, SAMPLER = "nemesis", "sampler"
 SEND, POLL, ASSIGN, SUBSCRIBE, SAMPLE = "send", "poll", "assign", "subscribe", "sample"
 TXN, COMMIT, REBALANCE = "txn", "commit", "rebalance"
+SHARE_SUBSCRIBE, SHARE_POLL, SHARE_ACK, SHARE_ACKED = "share-subscribe", "share-poll", "share-ack", "share-acked"
+SHARE_COMMIT, SHARE_HOLD, SHARE_END = "share-commit", "share-hold", "share-end"
+SHARE_OPS = (SHARE_SUBSCRIBE, SHARE_POLL, SHARE_ACK, SHARE_ACKED, SHARE_COMMIT, SHARE_HOLD, SHARE_END)
+ACCEPT, RELEASE, REJECT = "accept", "release", "reject"       # a share-ack's kinds of mark
+ACK_KINDS = (ACCEPT, RELEASE, REJECT)
 READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"
 ISOLATION_LEVELS = (READ_COMMITTED, READ_UNCOMMITTED)
 
@@ -341,6 +378,40 @@ def rebalance_view(value: Any, where: str) -> tuple[list[int], list[int], int | 
     assigned = [require_int(p, "assigned partition", where) for p in value.get("assigned") or []]
     revoked = [require_int(p, "revoked partition", where) for p in value.get("revoked") or []]
     return assigned, revoked, _opt_int(value.get("generation"), "generation", where)
+
+
+def share_deliveries(value: Any, where: str) -> list[tuple[int, int, int, int]]:
+    """(partition, offset, value, delivery_count) of each record of an ok share-poll."""
+    if value is None:
+        return []
+    if not isinstance(value, dict):
+        raise HistoryFormatError(f"{where}: share-poll value is not a dict: {value!r:.80}")
+    out = []
+    for key, recs in value.items():
+        if not str(key).lstrip("-").isdigit():
+            raise HistoryFormatError(f"{where}: share-poll partition key is not an integer: {key!r}")
+        for r in recs or []:
+            if not isinstance(r, list) or len(r) != 3:
+                raise HistoryFormatError(f"{where}: share-poll record is not [offset, value, delivery_count]: {r!r}")
+            out.append((int(key), require_int(r[0], "offset", where), require_int(r[1], "value", where),
+                        require_int(r[2], "delivery count", where)))
+    return out
+
+
+def share_marks(value: Any, where: str) -> list[tuple[str, int, int]]:
+    """(kind, partition, offset) of each mark of a share-ack or share-acked value."""
+    if value is None:
+        return []
+    if not isinstance(value, dict) or not set(value) <= set(ACK_KINDS):
+        raise HistoryFormatError(f"{where}: share acknowledgement is not {{kind: {{partition: offsets}}}}: "
+                                 f"{value!r:.80}")
+    out = []
+    for kind, parts in value.items():
+        for key, offsets in (parts or {}).items():
+            if not str(key).lstrip("-").isdigit():
+                raise HistoryFormatError(f"{where}: share acknowledgement partition is not an integer: {key!r}")
+            out += [(kind, int(key), require_int(o, "offset", where)) for o in offsets or []]
+    return out
 
 
 def sample_view(value: Any, where: str) -> tuple[list[PartitionSample], int | None]:

@@ -56,6 +56,11 @@ TABLE: tuple[Row, ...] = (
         "4.0+ (server-side defence against hanging and zombie transactions: the producer epoch "
         "is bumped at every transaction end); 3.8 has no such feature and 3.9 only level 0",
         "none in kchaos itself: it is why transaction findings may differ between 3.x and 4.x"),
+    Row("share-groups", (4, 2, 0),
+        "KIP-932 share groups are production-ready in 4.2: the share.version feature's level 1 "
+        "(ShareVersion.LATEST_PRODUCTION, bootstrap metadata.version 4.2-IV0) is on for new "
+        "clusters; 4.0 had them early access and 4.1 as a preview turned on by hand",
+        'mode = "share" is refused (exit 64) before 4.2'),
     Row("dump-log-segments-in-tools", (4, 3, 0),
         "Kafka 4.3.0 moved DumpLogSegments from core (Scala, kafka.tools.DumpLogSegments; "
         "still there in 4.2.0) to the tools module (org.apache.kafka.tools.DumpLogSegments)",
@@ -108,6 +113,10 @@ class KafkaFeatures:
     @property
     def transaction_version_2(self) -> bool:
         return has(self.version, "transaction-version-2")
+
+    @property
+    def share_groups(self) -> bool:
+        return has(self.version, "share-groups")
 
     @property
     def dump_log_segments_main(self) -> str:

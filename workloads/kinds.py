@@ -19,6 +19,11 @@ never which kind it runs (docs/design.md, "Extending kchaos"):
   context, the seed and the run's logger to say what it did.
 * ``check_settings``: an offline check of the settings, beyond the producer's
   and consumer's, that the kind's clients use (raises ValueError, one line).
+* ``finish``: a step of the final phase, after faults heal and before the
+  drain, given a client context (process ``FINISH_PROCESS``), the recorder and
+  the run's logger and the drain timeout (the share drain: workloads/share_plan.py).
+* ``bind``: the fields above that depend on the ``[workload]`` table, made
+  from it when ``kind_of`` hands the kind out (the share group's settings).
 * ``checks``: the anomaly types (checkers/result.py) its histories can show;
   config.json records them with the kind's name (``stored``). They say what
   a report may expect: the checkers run every check whatever the kind.
@@ -46,6 +51,7 @@ from workloads.java_client import JAVA_KINDS, java_wait_for_coordinator
 from workloads.op_streams import PlannedOp, StreamSpec, assign_op, queue_ops, subscribe_op, txn_ops
 from workloads.pipelined import PipelinedProducer
 from workloads.queue import QueueClient
+from workloads.share_plan import make_share_client, set_up_group, share_drain, share_ops, share_subscribe_op
 from workloads.txn import TxnClient, check_txn_settings, transactional_id, wait_for_coordinator
 
 # Anomaly types by what a history needs for them (docs/design.md, "What the checkers decide").
@@ -59,6 +65,10 @@ GROUP_CHECKS = ("commit-backwards", "lost-consumption", "redelivery")   # group 
 TXN_CHECKS = ("aborted-read", "precommitted-read", "torn-transaction", "lost-txn-write", "int-poll-skip",
               "int-nonmonotonic-poll", "int-nonmonotonic-send", "int-send-skip", "G0", "G0-process",
               "G0-realtime", "G1c", "G1c-process", "G1c-realtime")
+SHARE_CHECKS = ("lost-share-record", "share-accepted-redelivered", "share-not-redelivered",
+                "share-double-delivery", "share-count-decrease")          # share groups (checkers/share.py)
+#: The process a kind's ``finish`` step records as: below the drain's (workloads/drain.py DRAIN_PROCESS_BASE).
+FINISH_PROCESS = 999_999
 
 
 @dataclass(frozen=True)
@@ -85,6 +95,8 @@ class WorkloadKind:
     make_pump: Callable[[ClientContext, Any, PumpHooks], SendPump] | None = None   # (ctx, workload, hooks)
     set_up: Callable[[ClientContext, int, logging.Logger], None] | None = None    # (ctx, seed, run log)
     check_settings: Callable[[ClientContext], None] | None = None
+    finish: Callable[[ClientContext, Callable[[dict], Any], logging.Logger, float], Any] | None = None
+    bind: Callable[[Any], dict[str, Any]] | None = None     # workload -> fields to replace
 
     def claims_config(self, workload: Any) -> bool:
         return all(getattr(workload, key) == value for key, value in self.claims.items())
@@ -124,6 +136,12 @@ def _wait_for_coordinator(ctx: ClientContext, seed: int, log: logging.Logger) ->
         log.warning("transaction coordinator not ready after 60 s: %s", exc)
 
 
+def _bind_share(workload: Any) -> dict[str, Any]:
+    """The share group's settings and drain, from the [workload] table."""
+    return {"set_up": lambda ctx, seed, log: set_up_group(workload, ctx, seed, log),
+            "finish": lambda ctx, record, log, timeout: share_drain(workload, ctx, record, log, timeout)}
+
+
 _QUEUE = {"name": "queue", "transactions": False}
 
 KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (
@@ -153,6 +171,11 @@ KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (
         lambda w, seed, worker: TxnClient(transactional_id(seed, worker), w.txn_send_offsets),
         _stream(assign_op, txn_ops), READ_CHECKS + TXN_CHECKS + ELECTION_CHECKS,
         set_up=_wait_for_coordinator, check_settings=check_txn_settings),
+    WorkloadKind(
+        "share", "share-group members that share-poll, acknowledge, commit and hold records (workloads/share.py)",
+        {**_QUEUE, "mode": "share", "producer": "batch"},
+        make_share_client, _stream(share_subscribe_op, share_ops),
+        READ_CHECKS + SEND_CHECKS + SHARE_CHECKS + ELECTION_CHECKS, bind=_bind_share),
 )}
 
 #: The client libraries ``[workload] client`` names; the first is the default.
@@ -188,7 +211,8 @@ def kind_of(workload: Any) -> WorkloadKind:
     library does not run it."""
     found = claimants(workload)
     if len(found) == 1:
-        return with_client(found[0], workload)
+        kind = found[0] if found[0].bind is None else dataclasses.replace(found[0], **found[0].bind(workload))
+        return with_client(kind, workload)
     keys = dict.fromkeys(key for kind in KINDS.values() for key in kind.claims)
     fields = ", ".join(f"{key} = {getattr(workload, key, None)!r}" for key in keys)
     if not found:

@@ -53,6 +53,8 @@ def _fresh_process(ops: list[Op]) -> int:
 # histories have no place for them, and the properties here leave them out.
 ELSEWHERE = ("commit-backwards", "lost-consumption", "redelivery")
 ELSEWHERE += TXN_TYPES      # chk_gen_txn: transactions
+ELSEWHERE += ("lost-share-record", "share-accepted-redelivered", "share-not-redelivered",
+              "share-double-delivery", "share-count-decrease")     # chk_gen_share: share groups
 
 
 def inject(ops: list[Op], typ: str, rng: random.Random) -> tuple[list[Op], int] | None:
