@@ -19,7 +19,7 @@ def test_a_run_killing_and_cutting_the_active_controller_is_valid(tmp_path):
     from harness.run_cluster import cluster_attach, cluster_down
     from harness.run_config import RunConfig, validate
     from harness.runner import Runner
-    cfg = RunConfig(name="isolated", seed=3131, controllers=3, time_limit=20, rate=100, store=str(tmp_path),
+    cfg = RunConfig(name="isolated", seed=3133, controllers=3, time_limit=20, rate=100, store=str(tmp_path),
                     keep_cluster=True)
     cfg.nemesis.faults = ["kill", "partition"]
     cfg.nemesis.targets = ["active-controller"]
@@ -34,7 +34,7 @@ def test_a_run_killing_and_cutting_the_active_controller_is_valid(tmp_path):
         assert [n.name for n in kafka.controller_nodes] == ["n4", "n5", "n6"]
         starts = [o["value"] for o in read_history(outcome.run_dir / "history.jsonl")
                   if o["process"] == "nemesis" and (o.get("value") or {}).get("action") == "start"]
-        hit = {n for v in starts for n in v.get("nodes") or []}
+        hit = {n for v in starts for n in v.get("isolated" if v["fault"] == "partition" else "nodes") or []}
         assert {v["fault"] for v in starts} == {"kill", "partition"}, starts
         assert hit and hit <= {"n4", "n5", "n6"}, starts  # only controllers were ever hit
         header = json.loads((outcome.run_dir / "metadata.jsonl").read_text().splitlines()[0])
