@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.client_config import run_group_id
 from infra.docker_backend import validate_controller_count
 from infra.errors import UsageError
 from nemesis.roles import check_targets
+from workloads.txn import transactional_id
 
 
 def validate_layout(cfg: Any) -> None:
@@ -24,4 +26,16 @@ def validate_layout(cfg: Any) -> None:
         raise UsageError("separate controllers run on containers only; SSH inventories have no roles yet")
     if not isinstance(cfg.nemesis.targets, list):
         raise UsageError(f"nemesis.targets must be a list of role targets, got {cfg.nemesis.targets!r}")
-    check_targets([str(t) for t in cfg.nemesis.targets], cfg.controllers, cfg.nemesis.steps)
+    check_targets([str(t) for t in cfg.nemesis.targets], cfg.controllers, cfg.nemesis.steps, run_ids(cfg))
+
+
+def run_ids(cfg: Any) -> dict[str, list[str]]:
+    """The ids whose coordinators faults may aim at (nemesis.roles): the
+    consumer group of a subscribe run, every worker's transactional id of a
+    transactional one."""
+    ids: dict[str, list[str]] = {}
+    if cfg.workload.mode == "subscribe":
+        ids["group"] = [run_group_id(cfg)]
+    if cfg.workload.transactions:
+        ids["transactional_id"] = [transactional_id(cfg.seed, w) for w in range(cfg.concurrency)]
+    return ids

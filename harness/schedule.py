@@ -16,6 +16,7 @@ from typing import Any, Iterator
 
 from harness import replay
 from harness.client_config import effective_commit_fraction
+from harness.layout_config import run_ids
 from harness.run_config import RunConfig
 from nemesis.budget import Budget, default_broker_nodes, default_controller_nodes, default_nodes
 from nemesis.packages import build_packages, plan
@@ -95,7 +96,7 @@ def fault_plan(cfg: RunConfig) -> list[tuple[float, dict[str, Any]]]:
     if cfg.nemesis.steps:
         return sorted(((float(s["at"]), {"f": s["f"], "value": dict(s.get("value") or {})})
                        for s in cfg.nemesis.steps), key=lambda step: step[0])
-    packages = [with_targets(p, cfg.nemesis.targets) for p in build_packages(list(cfg.nemesis.faults))]
+    packages = [with_targets(p, cfg.nemesis.targets, run_ids(cfg)) for p in build_packages(list(cfg.nemesis.faults))]
     return plan(packages, cfg.time_limit, cfg.nemesis.interval, nemesis_rng(cfg.seed), fault_budget(cfg))
 
 

@@ -106,7 +106,7 @@ def op_cost(op: Mapping[str, Any], n: int) -> int:
 
 # Targets that hit one node of a known role: the quorum leader, a partition leader, a role (nemesis.roles).
 _CONTROLLER_TARGETS = ("controller", "active-controller", "controllers")
-_BROKER_TARGETS = ("leader", "brokers")
+_BROKER_TARGETS = ("leader", "brokers", "group-coordinator", "txn-coordinator")
 
 
 def _role_cost(target: Any, brokers: int, controllers: int) -> Cost:

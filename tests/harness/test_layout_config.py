@@ -50,3 +50,11 @@ def test_an_isolated_run_budgets_each_quorum_and_aims_its_faults():
 def test_a_combined_run_plans_as_before():
     cfg = validate(from_dict({"seed": 5, "nemesis": {"faults": ["kill", "partition"]}}))
     assert fault_budget(cfg) == Budget(nodes=1, recovery_s=10.0, n=3)
+
+
+def test_coordinator_targets_need_the_workload_that_makes_them(tmp_path):
+    assert "consumer group" in refused_by_validate(tmp_path, KILL + 'targets = ["group-coordinator"]\n')
+    cfg = validate(from_dict({"seed": 5, "time_limit": 120, "workload": {"transactions": True},
+                              "nemesis": {"faults": ["kill"], "interval": 5, "targets": ["txn-coordinator"]}}))
+    starts = [op["value"] for _, op in fault_plan(cfg) if op["f"] == "kill"]
+    assert starts and all(v["transactional_id"].startswith("kchaos-5-w") for v in starts)

@@ -104,3 +104,39 @@ def test_plans_aimed_at_the_controllers_never_hit_two_at_once():
             on = max(0, on - 1)
         assert on <= 1
     assert starts > 10
+
+
+def test_coordinator_partitions_follow_kafkas_hash():
+    from nemesis.roles import coordinator_partition, java_string_hash
+    assert java_string_hash("hello") == 99162322 and java_string_hash("") == 0
+    assert java_string_hash("polygenelubricants") == -(1 << 31)
+    assert coordinator_partition("polygenelubricants", 50) == 0  # Utils.abs(MIN_VALUE) is 0
+    assert coordinator_partition("hello", 50) == 99162322 % 50
+
+
+class WithCoordinators(Isolated):
+    def partition_states(self, topic, admin=None):
+        from broker.cluster import PartitionState
+        if topic != "__transaction_state":
+            return []
+        return [PartitionState(p, leader, (1, 2, 3), (1, 2, 3)) for p, leader in enumerate((1, 2, 3))]
+
+    def authoritative_partition_states(self, topic, controller, attempts=2):
+        return None
+
+
+def test_a_coordinator_target_is_the_leader_of_its_ids_partition():
+    from nemesis.roles import coordinator_partition
+    cluster = WithCoordinators([FakeNode(f"n{i}") for i in range(1, 7)], controllers=["n4", "n5", "n6"])
+    nodes, details = resolve_role(cluster, "txn-coordinator", {"transactional_id": "kchaos-7-w1"}, random.Random())
+    p = coordinator_partition("kchaos-7-w1", 3)
+    assert nodes == [f"n{p + 1}"] and details["partition"] == p
+    assert resolve_role(cluster, "group-coordinator", {"group": "g"}, random.Random())[0] == []  # no offsets topic yet
+    with pytest.raises(UsageError, match="needs the op's 'group'"):
+        resolve_role(cluster, "group-coordinator", {}, random.Random())
+    with pytest.raises(UsageError, match="transactions"):
+        check_targets(["txn-coordinator"], 0, ids={"group": ["g"]})
+    cut = aim({"f": "kill", "value": {"fault": "kill", "target": "leader"}}, ["group-coordinator"], random.Random(),
+              {"group": ["kchaos-5"]})
+    assert cut["value"]["group"] == "kchaos-5"
+    assert op_costs(cut, ISO) == (1, 0)
