@@ -40,6 +40,10 @@ def test_a_run_killing_and_cutting_the_active_controller_is_valid(tmp_path):
         header = json.loads((outcome.run_dir / "metadata.jsonl").read_text().splitlines()[0])
         assert {"n4", "n5", "n6"} <= set(header["end_offset_per_node"]), header
         assert not {k: v for k, v in header["errors"].items() if k in ("n4", "n5", "n6")}, header["errors"]
+        logs = outcome.run_dir / "nodes"
+        assert "process.roles=controller" in (logs / "n4" / "server.properties").read_text()
+        assert "process.roles=broker\n" in (logs / "n1" / "server.properties").read_text()
+        assert (logs / "n6" / "server.log").stat().st_size > 0
 
         # The kept cluster, attached by name: roles from the containers' labels.
         attached = cluster_attach(run.cluster.name).kafka
@@ -49,6 +53,9 @@ def test_a_run_killing_and_cutting_the_active_controller_is_valid(tmp_path):
                                  run.cluster.name], capture_output=True, text=True, timeout=120)
         assert status.returncode == 0, status.stderr
         assert status.stdout.count("controller") >= 3 and "active" in status.stdout
+        down = subprocess.run([sys.executable, "-m", "harness.cli", "cluster", "down", "--name", run.cluster.name],
+                              capture_output=True, text=True, timeout=120)
+        assert down.returncode == 0 and "removed 6 containers" in down.stdout, down.stdout + down.stderr
     finally:
         if run.cluster is not None:
             cluster_down(run.cluster.name)
