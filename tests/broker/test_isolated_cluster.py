@@ -59,3 +59,34 @@ def test_a_run_killing_and_cutting_the_active_controller_is_valid(tmp_path):
     finally:
         if run.cluster is not None:
             cluster_down(run.cluster.name)
+
+
+@pytest.mark.long
+def test_kills_of_the_group_coordinator_hit_the_broker_kafka_names(tmp_path):
+    """A subscribe run on an isolated cluster whose kills aim at the run's group
+    coordinator: valid, every kill on the broker kchaos resolved as the coordinator."""
+    from harness.client_config import run_group_id
+    from harness.run_cluster import cluster_down
+    from harness.run_config import RunConfig, validate
+    from harness.runner import Runner
+    cfg = RunConfig(name="coordinator", seed=3134, controllers=3, time_limit=20, rate=100, store=str(tmp_path),
+                    keep_cluster=True)
+    cfg.workload.mode = "subscribe"
+    cfg.nemesis.faults = ["kill"]
+    cfg.nemesis.targets = ["group-coordinator"]
+    cfg.nemesis.interval = 3
+    cfg.nemesis.recovery_window = 2.0
+    run = Runner(validate(cfg))
+    try:
+        outcome = run.execute()
+        assert outcome.exit_code == 0, f"expected valid, got exit {outcome.exit_code} in {outcome.run_dir}"
+        starts = [o["value"] for o in read_history(outcome.run_dir / "history.jsonl")
+                  if o["process"] == "nemesis" and (o.get("value") or {}).get("action") == "start"]
+        assert starts and all(v["target"] == "group-coordinator" for v in starts), starts
+        assert {n for v in starts for n in v["nodes"]} <= {"n1", "n2", "n3"}, starts
+        assert all(v["group"] == run_group_id(cfg) and v["coordinator"] == v["nodes"][0] for v in starts), starts
+        # Not yet confirmed: the coordinator kchaos finds against Kafka's own DescribeGroups answer
+        # (confluent-kafka's describe_consumer_groups timed out after such a run).
+    finally:
+        if run.cluster is not None:
+            cluster_down(run.cluster.name)
