@@ -1,5 +1,7 @@
 """A Kafka cluster as a set of brokers on nodes: bring-up and cluster views.
 
+Combined (every node a broker and a controller) or isolated KRaft (named
+controller-only nodes beside broker-only ones: docs/design.md, "Isolated KRaft").
 Leaders and ISRs come from the admin API; the active KRaft controller comes
 from each node's ``quorum-state`` file (KRaft's metadata response names a
 random broker as "controller", not the quorum leader), read through Node.run.
@@ -12,11 +14,13 @@ import logging
 import os
 import tempfile
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Collection, Sequence
 
-from broker.config import BROKER_PORT, DATA_DIR, broker_id, new_cluster_id, property_value
+from broker.config import BROKER, BROKER_PORT, COMBINED, CONTROLLER, DATA_DIR, broker_id, new_cluster_id, \
+    property_value
 from broker.lifecycle import Broker, BrokerSettings
 from infra.distribution import cache_root
 from infra.errors import BrokerNotReady, KchaosError, UsageError
@@ -41,16 +45,47 @@ class PartitionState:
 
 
 class KafkaCluster:
-    def __init__(self, nodes: Sequence[Node], settings: BrokerSettings | None = None):
+    """``controllers``: the names of controller-only nodes; none (the default)
+    makes every node combined. ``brokers`` maps every node to its Kafka process,
+    controllers included."""
+
+    def __init__(self, nodes: Sequence[Node], settings: BrokerSettings | None = None,
+                 controllers: Collection[str] = ()):
         self.nodes = list(nodes)
         self.settings = settings or BrokerSettings()
-        self.brokers = {n.name: Broker(n, self.settings) for n in self.nodes}
+        self.controller_names = frozenset(controllers)
+        unknown = self.controller_names - {n.name for n in self.nodes}
+        if unknown:
+            raise UsageError(f"controllers {sorted(unknown)} are not nodes of this cluster")
+        self.brokers = {n.name: Broker(n, self.settings, self.role_of(n.name)) for n in self.nodes}
         self.timings: dict[str, float] = {}          # of the last setup()
         self.ready_timings: dict[str, float] = {}    # of the last wait_ready()
 
+    # -- roles -------------------------------------------------------------
+    @property
+    def isolated(self) -> bool:
+        """Controllers on nodes of their own (isolated KRaft)."""
+        return bool(self.controller_names)
+
+    def role_of(self, name: str) -> str:
+        if not self.controller_names:
+            return COMBINED
+        return CONTROLLER if name in self.controller_names else BROKER
+
+    @property
+    def broker_nodes(self) -> list[Node]:
+        """The nodes clients and replicas talk to (every node when combined)."""
+        return [n for n in self.nodes if n.name not in self.controller_names]
+
+    @property
+    def controller_nodes(self) -> list[Node]:
+        """The KRaft quorum's voters (every node when combined)."""
+        return [n for n in self.nodes if self.role_of(n.name) != BROKER]
+
     # -- addresses ---------------------------------------------------------
     def bootstrap(self, names: Sequence[str] | None = None) -> str:
-        return ",".join(f"{n.address}:{BROKER_PORT}" for n in self.nodes if names is None or n.name in names)
+        """Client bootstrap servers: broker nodes only (a controller-only node has no client listener)."""
+        return ",".join(f"{n.address}:{BROKER_PORT}" for n in self.broker_nodes if names is None or n.name in names)
 
     def node(self, name_or_id: str | int) -> Node:
         name = f"n{name_or_id}" if isinstance(name_or_id, int) else name_or_id
@@ -79,12 +114,12 @@ class KafkaCluster:
         Kafka and JDK). ``self.timings`` says where the time went.
         """
         cluster_id = cluster_id or new_cluster_id()
-        voters = [(n.name, n.address) for n in self.nodes]
+        voters = [(n.name, n.address) for n in self.controller_nodes]
         t0 = time.monotonic()
         first, *rest = self.brokers.values()
 
         def configure(b: Broker) -> str:
-            b.configure(voters)
+            b.configure(voters, brokers=len(self.broker_nodes))
             return b.runtime_listing() if b is first else ""
         listing = parallel(configure, self.brokers.values())[0]
         boot_path = _cache_file("bootstrap", _key(listing, sorted(self.settings.features.items()),
@@ -142,14 +177,15 @@ class KafkaCluster:
 
     def wait_ready(self, timeout_s: float = 120.0, names: Sequence[str] | None = None,
                    previous_starts: dict[str, int] | None = None) -> None:
-        """Each broker logged that it started, and the admin API lists every broker."""
+        """Each node logged that it started, and the admin API lists every broker
+        (controller-only nodes register with no one: their started line suffices)."""
         names = list(names) if names else [n.name for n in self.nodes]
         t0 = time.monotonic()
         deadline = t0 + timeout_s
         parallel(lambda name: self.brokers[name].wait_started(
             timeout_s, (previous_starts or {}).get(name, 0)), names)
         t_started = time.monotonic()
-        want = {broker_id(n.name) for n in self.nodes}
+        want = {broker_id(n.name) for n in self.broker_nodes if n.name in names}
         seen: set[int] = set()
         while time.monotonic() < deadline:
             try:
@@ -196,8 +232,9 @@ class KafkaCluster:
     def create_topic(self, topic: str, partitions: int, replication_factor: int,
                      config: dict[str, str] | None = None, timeout_s: float = 60.0) -> None:
         from confluent_kafka.admin import NewTopic        # (see admin)
-        if replication_factor > len(self.nodes):
-            raise UsageError(f"replication factor {replication_factor} is above the node count {len(self.nodes)}")
+        if replication_factor > len(self.broker_nodes):
+            raise UsageError(f"replication factor {replication_factor} is above the broker count "
+                             f"{len(self.broker_nodes)}")
         new = NewTopic(topic, partitions, replication_factor,
                        config={k: property_value(v) for k, v in (config or {}).items()})
         deadline = time.monotonic() + timeout_s
@@ -246,19 +283,43 @@ class KafkaCluster:
         Any broker answers a metadata request, and an isolated or paused one
         answers with a stale view (it may still call itself leader). In
         combined mode the active controller's broker holds the newest metadata.
+        In isolated mode the controller answers no client (and the Metadata
+        response as confluent-kafka exposes it has no leader epoch), so each
+        partition's state is the one most running brokers answer themselves: a
+        broker cut from the controllers is alone with its stale view.
         A client that has learnt the cluster asks whichever broker it likes, so
         each attempt uses a fresh client bootstrapped to the controller and
         keeps its answer only if it came over that bootstrap connection
         (``orig_broker_id`` -1) or from the controller itself.
         """
+        if self.isolated:
+            return self._freshest_broker_states(topic, attempts)
+        return self._states_of(controller, topic, attempts)
+
+    def _states_of(self, broker: int, topic: str, attempts: int) -> list[PartitionState] | None:
+        """The partition states as broker ``broker`` itself answers, or None."""
         from confluent_kafka.admin import AdminClient     # (see admin)
         for _ in range(attempts):
-            admin = AdminClient({"bootstrap.servers": f"{self.node(controller).address}:{BROKER_PORT}",
+            admin = AdminClient({"bootstrap.servers": f"{self.node(broker).address}:{BROKER_PORT}",
                                  "socket.timeout.ms": 3000, "log_level": 0, "logger": _quiet_logger()})
             md = admin.list_topics(topic=topic, timeout=3)
-            if md.orig_broker_id in (-1, controller):
+            if md.orig_broker_id in (-1, broker):
                 return self._states(md, topic)
         return None
+
+    def _freshest_broker_states(self, topic: str, attempts: int) -> list[PartitionState] | None:
+        def ask(node: Node) -> list[PartitionState] | None:
+            try:
+                return self._states_of(broker_id(node.name), topic, attempts) if self.brokers[
+                    node.name].is_running() else None
+            except Exception:  # a paused or unreachable broker: the others answer
+                return None
+        votes: dict[int, Counter] = {}
+        for states in parallel(ask, self.broker_nodes):
+            for s in states or []:
+                votes.setdefault(s.partition, Counter())[s] += 1
+        # most_common keeps first-seen order among ties: the lowest-numbered broker's answer
+        return [votes[p].most_common(1)[0][0] for p in sorted(votes)] if votes else None
 
     def leaders(self, topic: str) -> dict[int, int | None]:
         return {s.partition: s.leader for s in self.partition_states(topic)}
@@ -267,14 +328,14 @@ class KafkaCluster:
         return {s.partition: s.isr for s in self.partition_states(topic)}
 
     def quorum_states(self) -> dict[str, dict]:
-        """Each reachable node's view of the KRaft quorum (leaderId, leaderEpoch)."""
+        """Each reachable controller's view of the KRaft quorum (leaderId, leaderEpoch)."""
         def read(node: Node) -> tuple[str, dict | None]:
             try:
                 res = node.run(["cat", QUORUM_STATE], check=False, timeout=5)
                 return node.name, json.loads(res.out) if res.exit == 0 and res.out.strip() else None
             except Exception:
                 return node.name, None
-        return {name: st for name, st in parallel(read, self.nodes) if st}
+        return {name: st for name, st in parallel(read, self.controller_nodes) if st}
 
     def active_controller(self) -> int | None:
         """The quorum leader with the highest epoch any node knows, if it is alive."""

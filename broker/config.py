@@ -1,7 +1,9 @@
-"""server.properties for a combined (broker + controller) KRaft node.
+"""server.properties for a KRaft node: combined (broker + controller), or
+broker-only and controller-only for isolated KRaft (docs/design.md, "Isolated KRaft").
 
-Static voters, so formatting needs no extra flags and the quorum is known up
-front. Every property can be overridden from the run config.
+Static voters (``controller.quorum.voters``, every controller), so formatting
+needs no extra flags and the quorum is known up front. Every property can be
+overridden from the run config.
 """
 from __future__ import annotations
 
@@ -24,6 +26,13 @@ FAKETIME_FILE = "/etc/kchaos/faketime"
 # Every folder the broker (and the clock nemesis) writes on its node: what a
 # freshly provisioned host must have before the first broker starts.
 NODE_DIRS = (posixpath.dirname(CONFIG_PATH), DATA_DIR, LOG_DIR, posixpath.dirname(FAKETIME_FILE))
+
+# A node's KRaft role (Kafka's process.roles): combined nodes are both; an
+# isolated cluster has broker-only nodes beside controller-only ones.
+COMBINED = "combined"
+BROKER = "broker"
+CONTROLLER = "controller"
+PROCESS_ROLES = {COMBINED: "broker,controller", BROKER: "broker", CONTROLLER: "controller"}
 
 
 def broker_id(node_name: str) -> int:
@@ -52,13 +61,17 @@ def property_value(value: object) -> str:
 
 
 def render_properties(node_name: str, address: str, voters: Sequence[tuple[str, str]],
-                      overrides: Mapping[str, object] | None = None, proxy_port: int | None = None) -> str:
-    """``voters`` is every (node name, address) in the cluster. With
-    ``proxy_port`` the broker gets a PROXY listener on PROXY_PORT advertised as
-    127.0.0.1:``proxy_port``, where the harness's proxy for it listens."""
-    n = len(voters)
+                      overrides: Mapping[str, object] | None = None, proxy_port: int | None = None,
+                      role: str = COMBINED, brokers: int | None = None) -> str:
+    """``voters`` is every (node name, address) of the controllers (every node
+    when combined); ``brokers`` the broker count (replication factors), the
+    voter count by default. With ``proxy_port`` the broker gets a PROXY listener
+    on PROXY_PORT advertised as 127.0.0.1:``proxy_port``, where the harness's
+    proxy for it listens. A broker-only node listens for clients only; a
+    controller-only node for the quorum only, and advertises nothing to clients."""
+    n = len(voters) if brokers is None else brokers
     props: dict[str, object] = {
-        "process.roles": "broker,controller",
+        "process.roles": PROCESS_ROLES[role],
         "node.id": broker_id(node_name),
         "controller.quorum.voters": ",".join(f"{broker_id(v)}@{a}:{CONTROLLER_PORT}" for v, a in voters),
         "listeners": f"PLAINTEXT://{address}:{BROKER_PORT},CONTROLLER://{address}:{CONTROLLER_PORT}",
@@ -82,6 +95,12 @@ def render_properties(node_name: str, address: str, voters: Sequence[tuple[str, 
         "num.io.threads": 4,
         "log.segment.bytes": 16 * 1024 * 1024,
     }
+    if role == BROKER:
+        props["listeners"] = f"PLAINTEXT://{address}:{BROKER_PORT}"
+    elif role == CONTROLLER:
+        props["listeners"] = f"CONTROLLER://{address}:{CONTROLLER_PORT}"
+        del props["advertised.listeners"], props["inter.broker.listener.name"]
+        proxy_port = None
     if proxy_port is not None:
         props["listeners"] += f",PROXY://{address}:{PROXY_PORT}"
         props["advertised.listeners"] += f",PROXY://127.0.0.1:{proxy_port}"

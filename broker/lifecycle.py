@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from broker.config import CONFIG_PATH, DATA_DIR, FAKETIME_FILE, LOG_DIR, broker_id, new_cluster_id, render_properties
+from broker.config import COMBINED, CONFIG_PATH, DATA_DIR, FAKETIME_FILE, LOG_DIR, broker_id, new_cluster_id, \
+    render_properties
 from infra.distribution import KAFKA_LIB, KAFKA_LOG4J_CONFIG
 from infra.errors import BrokerNotReady, NodeCommandError
 from infra.node import Node, shell_join
@@ -70,18 +71,24 @@ def first_error_line(text: str) -> str:
 
 
 class Broker:
-    def __init__(self, node: Node, settings: BrokerSettings | None = None):
+    """The Kafka process of one node, whatever its KRaft ``role`` (broker.config:
+    a controller-only node's process is handled the same way)."""
+
+    def __init__(self, node: Node, settings: BrokerSettings | None = None, role: str = COMBINED):
         self.node = node
         self.settings = settings or BrokerSettings()
+        self.role = role
 
     @property
     def name(self) -> str:
         return self.node.name
 
-    def configure(self, voters: Sequence[tuple[str, str]], overrides: Mapping[str, object] | None = None) -> str:
+    def configure(self, voters: Sequence[tuple[str, str]], overrides: Mapping[str, object] | None = None,
+                  brokers: int | None = None) -> str:
         text = render_properties(self.node.name, self.node.address, voters,
                                  {**self.settings.properties, **(overrides or {})},
-                                 proxy_port=self.settings.proxy_ports.get(self.node.name))
+                                 proxy_port=self.settings.proxy_ports.get(self.node.name),
+                                 role=self.role, brokers=brokers)
         with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as tmp:
             tmp.write(text)
         self.node.put(Path(tmp.name), CONFIG_PATH)

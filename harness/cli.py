@@ -52,21 +52,24 @@ name_option = click.option("--name", default="default", show_default=True, help=
 
 @cluster_group.command("up")
 @click.option("--nodes", "-n", type=int, default=3, show_default=True, help="Number of brokers (1-7).")
+@click.option("--controllers", type=int, default=0, show_default=True,
+              help="Controller-only nodes (1-5) beside the brokers (isolated KRaft); 0: every node is both.")
 @click.option("--kafka-version", default=DEFAULT_KAFKA_VERSION, show_default=True, help="Kafka release from Maven Central.")
 @name_option
 @click.option("--base-image", default=None, help="Use this local image instead of a debootstrap base.")
 @click.option("--broker-prop", multiple=True, help="server.properties override KEY=VALUE (repeatable).")
 @click.option("--inventory", default=None, type=click.Path(),
               help="Use the SSH hosts of this inventory (TOML) instead of containers; --nodes is then ignored.")
-def cluster_up_cmd(nodes: int, kafka_version: str, name: str, base_image: str | None, broker_prop: tuple[str, ...],
-                   inventory: str | None) -> None:
+def cluster_up_cmd(nodes: int, controllers: int, kafka_version: str, name: str, base_image: str | None,
+                   broker_prop: tuple[str, ...], inventory: str | None) -> None:
     """Start a cluster and leave it running (until `kchaos cluster down`)."""
     settings = BrokerSettings(properties=parse_props(broker_prop))
     if inventory is not None:
         nodes = len(load_inventory(inventory))
-    with err_console.status(f"bringing up {nodes} Kafka {kafka_version} brokers"):
+    with err_console.status(f"bringing up {nodes} Kafka {kafka_version} brokers"
+                            + (f" and {controllers} controllers" if controllers else "")):
         handle = cluster_up(name, nodes, kafka_version, base_image, settings, keep=True,
-                            backend="ssh" if inventory else "docker", inventory=inventory)
+                            backend="ssh" if inventory else "docker", inventory=inventory, controllers=controllers)
     console.print(soft_wrap=True, *[f"cluster [bold]{name}[/] up in {handle.timings['total_s']:.1f}s; "
                   f"bootstrap servers: {handle.kafka.bootstrap()}"])
 
@@ -83,12 +86,14 @@ def cluster_status_cmd(name: str, topic: str | None) -> None:
     except Exception:
         live = set()
     table = Table(title=f"cluster {name}")
-    for col in ("node", "address", "broker", "process", "registered", "controller"):
+    for col in ("node", "address", "role", "node id", "process", "registered", "controller"):
         table.add_column(col)
     for node in kafka.nodes:
         bid = int(node.name[1:])
         state = {None: "down", "T": "paused", "Z": "down"}.get(kafka.brokers[node.name].process_state(), "running")
-        table.add_row(node.name, node.address, str(bid), state, "yes" if bid in live else "no",
+        role = kafka.role_of(node.name)
+        registered = "-" if role == "controller" else "yes" if bid in live else "no"
+        table.add_row(node.name, node.address, role, str(bid), state, registered,
                       "active" if controller == bid else "")
     console.print(table)
     try:

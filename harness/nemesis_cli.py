@@ -22,6 +22,7 @@ from nemesis.partition import START_PARTITION, TOPOLOGIES, PartitionNemesis
 from nemesis.power import POWER_LOSS, POWER_TARGETS, PowerLossNemesis
 from nemesis.process import KILL, KillNemesis, PauseNemesis
 from nemesis.protocol import TARGETS, NemesisContext, Op
+from nemesis.roles import ROLE_TARGETS
 
 
 class NemesisFailed(KchaosError):
@@ -57,8 +58,9 @@ def _report(op: Op) -> None:
 
 
 def _target_value(target: str, topic: str | None, partition: int | None, seed: int | None) -> dict[str, Any]:
-    if target not in TARGETS and not re.fullmatch(r"n[0-9]+", target or ""):
-        raise UsageError(f"unknown target {target!r}; valid choices: {', '.join(TARGETS)} or a node name (n1, n2, ...)")
+    if target not in TARGETS + ROLE_TARGETS and not re.fullmatch(r"n[0-9]+", target or ""):
+        raise UsageError(f"unknown target {target!r}; valid choices: {', '.join(TARGETS + ROLE_TARGETS)} "
+                         "or a node name (n1, n2, ...)")
     return _target_keys(target, topic, partition, seed, "--target leader")
 
 

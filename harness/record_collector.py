@@ -118,6 +118,8 @@ def collect_records(kafka_cluster: KafkaCluster, run_dir: Path, topic: str, part
             dumps[name] = res["metadata"]
         else:
             errors[name] = res["metadata_error"]
+        if kafka_cluster.role_of(name) == "controller":
+            continue  # a controller-only node holds the metadata log and no replica
         if res["replicas_error"]:
             replicas += [replica_line(name, p, None, res["replicas_error"]) for p in parts]
         else:

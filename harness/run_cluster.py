@@ -49,24 +49,29 @@ class ClusterHandle:
 def cluster_up(name: str = DEFAULT_CLUSTER, nodes: int = 3, kafka_version: str = DEFAULT_KAFKA_VERSION,
                base_image: str | None = None, settings: BrokerSettings | None = None,
                keep: bool = False, ready_timeout_s: float = 120.0, backend: str = "docker",
-               inventory: str | Path | None = None) -> ClusterHandle:
+               inventory: str | Path | None = None, controllers: int = 0) -> ClusterHandle:
     """Nodes up, brokers formatted and started, every broker ready.
 
+    ``controllers`` > 0: isolated KRaft, that many controller-only nodes beside
+    ``nodes`` broker-only ones (containers only for now); 0: combined nodes.
     On any failure the half-made cluster is removed before the error goes up.
     With ``backend="ssh"`` the nodes are the hosts of ``inventory`` (``nodes`` and
     ``base_image`` are then unused).
     """
+    docker_backend.validate_controller_count(controllers)
     if backend == "ssh":
+        if controllers:
+            raise UsageError("separate controllers run on containers only; SSH inventories have no roles yet")
         return _cluster_up_ssh(name, inventory, kafka_version, settings, keep, ready_timeout_s)
     t0 = time.monotonic()
     docker_backend.validate_node_count(nodes)
     dist = resolve_kafka(kafka_version)
     image = build_node_image(dist, base_image)
     t_image = time.monotonic()
-    dc = docker_backend.create_cluster(name, image, nodes)
+    dc = docker_backend.create_cluster(name, image, nodes, controllers)
     t_containers = time.monotonic()
     try:
-        kafka = KafkaCluster(dc.nodes, settings or BrokerSettings())
+        kafka = KafkaCluster(dc.nodes, settings or BrokerSettings(), dc.controllers)
         kafka.setup(timeout_s=ready_timeout_s)
     except BaseException:
         docker_backend.destroy(name)
@@ -88,7 +93,7 @@ def cluster_attach(name: str = DEFAULT_CLUSTER, settings: BrokerSettings | None 
     if inventory is not None:
         return ClusterHandle(name, KafkaCluster(nodes_for(inventory), settings or BrokerSettings()), "ssh")
     dc = docker_backend.attach_cluster(name)
-    return ClusterHandle(name, KafkaCluster(dc.nodes, settings or BrokerSettings()), "docker")
+    return ClusterHandle(name, KafkaCluster(dc.nodes, settings or BrokerSettings(), dc.controllers), "docker")
 
 
 def _kept_dir() -> Path:

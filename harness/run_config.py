@@ -20,6 +20,7 @@ from infra.errors import UsageError
 from infra.inventory import load_inventory
 from infra.kafka_versions import features
 from infra.tomlfile import load_toml
+from harness.layout_config import validate_layout
 from harness.nemesis_config import validate_proxy, validate_steps
 from nemesis.packages import build_packages, nemeses_of
 from workloads.kinds import CLIENTS, WorkloadKind, kind_of, workload_names
@@ -94,13 +95,16 @@ class NemesisConfig:
     # The protocol proxy's rules, [[nemesis.proxy]] tables (nemesis/proxy_rules.py);
     # the "proxy" fault arms them.
     proxy: list[dict[str, Any]] = field(default_factory=list)
+    # Role targets (nemesis/roles.py) the packages' faults aim at; empty: their usual mix.
+    targets: list[str] = field(default_factory=list)
 
 
 @dataclass
 class RunConfig:
     name: str = "kchaos"
     seed: int | None = None
-    nodes: int = 3
+    nodes: int = 3                   # brokers (combined broker + controller nodes when controllers = 0)
+    controllers: int = 0             # controller-only nodes beside them (isolated KRaft); 0: combined
     kafka_version: str = DEFAULT_KAFKA_VERSION
     base_image: str | None = None
     time_limit: float = 60.0
@@ -287,6 +291,7 @@ def validate(cfg: RunConfig) -> RunConfig:
     elif cfg.nemesis.steps:
         raise UsageError("nemesis.steps needs nemesis.faults: the fault packages that carry the steps out")
     validate_proxy(cfg)
+    validate_layout(cfg)
     if cfg.seed is not None and not isinstance(cfg.seed, int):
         raise UsageError(f"seed must be an integer, got {cfg.seed!r}")
     if w.replay is not None:

@@ -170,7 +170,7 @@ class Runner:
         tag = hashlib.sha256(str(self.run_dir.resolve()).encode()).hexdigest()[:8]
         name = re.sub(r"[^a-z0-9_.-]", "-", f"{cfg.name.lower()[:28]}-{tag}")
         self.cluster = cluster_up(name, cfg.nodes, cfg.kafka_version, cfg.base_image, settings,
-                                  backend=cfg.backend, inventory=cfg.inventory)
+                                  backend=cfg.backend, inventory=cfg.inventory, controllers=cfg.controllers)
         log.info("cluster %s up: %s", name, self.cluster.timings)
         if self.proxy is not None:
             self.proxy.start(self.cluster.kafka)

@@ -16,9 +16,11 @@ from typing import Any, Iterator
 
 from harness import replay
 from harness.client_config import effective_commit_fraction
+from harness.layout_config import run_ids
 from harness.run_config import RunConfig
-from nemesis.budget import Budget, default_nodes
+from nemesis.budget import Budget, default_broker_nodes, default_controller_nodes, default_nodes
 from nemesis.packages import build_packages, plan
+from nemesis.roles import with_targets
 from workloads.kinds import kind_of
 from workloads.op_streams import PlannedOp, StreamSpec
 
@@ -76,6 +78,11 @@ def fault_budget(cfg: RunConfig):
     nodes, or by default as many as leave a controller quorum and
     min.insync.replicas replicas usable; ``nemesis.recovery_window`` seconds."""
     nodes = cfg.nemesis.budget
+    if cfg.controllers:  # separate quorums: brokers keep min.insync.replicas, controllers a majority
+        if nodes is None:
+            nodes = default_broker_nodes(cfg.workload.replication_factor, min_insync(cfg))
+        return Budget(nodes=int(nodes), recovery_s=float(cfg.nemesis.recovery_window), n=cfg.nodes,
+                      controllers=cfg.controllers, controller_nodes=default_controller_nodes(cfg.controllers))
     if nodes is None:
         nodes = default_nodes(cfg.nodes, cfg.workload.replication_factor, min_insync(cfg))
     return Budget(nodes=int(nodes), recovery_s=float(cfg.nemesis.recovery_window), n=cfg.nodes)
@@ -89,7 +96,7 @@ def fault_plan(cfg: RunConfig) -> list[tuple[float, dict[str, Any]]]:
     if cfg.nemesis.steps:
         return sorted(((float(s["at"]), {"f": s["f"], "value": dict(s.get("value") or {})})
                        for s in cfg.nemesis.steps), key=lambda step: step[0])
-    packages = build_packages(list(cfg.nemesis.faults))
+    packages = [with_targets(p, cfg.nemesis.targets, run_ids(cfg)) for p in build_packages(list(cfg.nemesis.faults))]
     return plan(packages, cfg.time_limit, cfg.nemesis.interval, nemesis_rng(cfg.seed), fault_budget(cfg))
 
 

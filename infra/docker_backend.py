@@ -17,7 +17,7 @@ import subprocess
 import tarfile
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Sequence
 
@@ -33,8 +33,12 @@ log = logging.getLogger(__name__)
 LABEL = "kchaos"
 LABEL_CLUSTER = "kchaos.cluster"
 LABEL_PID = "kchaos.pid"
+# On controller-only containers of an isolated-KRaft cluster, so an attach knows the roles.
+LABEL_ROLE = "kchaos.role"
+ROLE_CONTROLLER = "controller"
 SUBNET_POOL = ipaddress.ip_network("10.77.0.0/16")
 MAX_NODES = 7
+MAX_CONTROLLERS = 5
 
 
 class DockerNode:
@@ -113,6 +117,8 @@ class DockerCluster:
     network: str
     subnet: str
     nodes: list[DockerNode]
+    # Names of the controller-only nodes (isolated KRaft); empty when every node is combined.
+    controllers: list[str] = field(default_factory=list)
 
 
 def _network_name(cluster: str) -> str:
@@ -158,6 +164,13 @@ def validate_node_count(n: int) -> int:
     return n
 
 
+def validate_controller_count(n: int) -> int:
+    """0 (combined nodes) or 1 to MAX_CONTROLLERS controller-only nodes."""
+    if not isinstance(n, int) or not 0 <= n <= MAX_CONTROLLERS:
+        raise UsageError(f"controller count must be between 0 (combined nodes) and {MAX_CONTROLLERS}, got {n}")
+    return n
+
+
 def validate_cluster_name(name: str) -> str:
     if not re.fullmatch(r"[a-z0-9][a-z0-9_.-]{0,39}", name or ""):
         raise UsageError(f"cluster name {name!r} must be 1-40 lowercase letters, digits, '.', '_' or '-'")
@@ -189,9 +202,11 @@ def create_internal_network(name: str, labels: dict[str, str]):
     raise UsageError("could not find a free subnet for a cluster network; run kchaos clean")
 
 
-def create_cluster(name: str, image: str, n: int) -> DockerCluster:
-    """Make the network and n containers; the broker is not started here."""
+def create_cluster(name: str, image: str, n: int, controllers: int = 0) -> DockerCluster:
+    """Make the network and n containers, plus ``controllers`` controller-only
+    ones numbered after them (n+1, ...); no Kafka is started here."""
     validate_node_count(n)
+    validate_controller_count(controllers)
     validate_cluster_name(name)
     client = docker_client()
     if client.networks.list(filters={"label": f"{LABEL_CLUSTER}={name}"}):
@@ -205,10 +220,11 @@ def create_cluster(name: str, image: str, n: int) -> DockerCluster:
         node_name = f"n{i}"
         address = str(hosts[10 + i - 1])  # .11, .12, ...
         api = client.api
+        node_labels = {**labels, LABEL_ROLE: ROLE_CONTROLLER} if i > n else labels
         # Created straight on the internal network: never on the default bridge,
         # not even for a moment, so a node has no route off this machine.
         created = api.create_container(
-            image, name=_container_name(name, node_name), hostname=node_name, labels=labels,
+            image, name=_container_name(name, node_name), hostname=node_name, labels=node_labels,
             detach=True,
             host_config=api.create_host_config(cap_add=["NET_ADMIN"], network_mode=network.name,
                                                mem_limit="1500m"),
@@ -219,9 +235,9 @@ def create_cluster(name: str, image: str, n: int) -> DockerCluster:
         return DockerNode(container, node_name, address)
 
     # In parallel: each create + start is a few engine round trips that wait on dockerd, not on us.
-    with ThreadPoolExecutor(max_workers=n) as pool:
-        nodes = list(pool.map(make, range(1, n + 1)))
-    return DockerCluster(name, network.name, str(subnet), nodes)
+    with ThreadPoolExecutor(max_workers=n + controllers) as pool:
+        nodes = list(pool.map(make, range(1, n + controllers + 1)))
+    return DockerCluster(name, network.name, str(subnet), nodes, [f"n{i}" for i in range(n + 1, n + controllers + 1)])
 
 
 def attach_cluster(name: str) -> DockerCluster:
@@ -234,11 +250,14 @@ def attach_cluster(name: str) -> DockerCluster:
     subnet = net.attrs["IPAM"]["Config"][0]["Subnet"]
     containers = client.containers.list(all=True, filters={"label": f"{LABEL_CLUSTER}={name}"}, ignore_removed=True)
     nodes = []
+    controllers = []
     for c in containers:
         address = c.attrs["NetworkSettings"]["Networks"][net.name]["IPAddress"]
         nodes.append(DockerNode(c, c.attrs["Config"]["Hostname"], address))
+        if c.labels.get(LABEL_ROLE) == ROLE_CONTROLLER:
+            controllers.append(nodes[-1].name)
     nodes.sort(key=lambda node: int(node.name[1:]))
-    return DockerCluster(name, net.name, subnet, nodes)
+    return DockerCluster(name, net.name, subnet, nodes, sorted(controllers, key=lambda v: int(v[1:])))
 
 
 def list_clusters() -> list[str]:

@@ -25,7 +25,7 @@ from broker.lifecycle import PROCESS_PATTERN
 from infra.errors import UsageError
 from infra.node import Node, shell_join
 from nemesis import clock, netem, partition, power, process
-from nemesis.budget import Budget, op_cost
+from nemesis.budget import Budget, Cost, fits, op_costs
 from nemesis.protocol import ComposedNemesis, Nemesis, NemesisContext, Op, compose, each, node_names
 from nemesis.proxy_nemesis import ProxyPackage
 
@@ -234,7 +234,7 @@ def plan(packages: Sequence[FaultPackage], time_limit_s: float, interval_s: floa
     packages = [p for p in packages if isinstance(p, FaultPackage)]
     if not packages:
         return sorted(scenario_ops, key=lambda step: step[0])
-    active: dict[str, tuple[Op, int]] = {}  # package -> (its stop op, its start's cost)
+    active: dict[str, tuple[Op, Cost]] = {}  # package -> (its stop op, its start's cost)
     t = 0.0
     quiet_until = 0.0
     while True:
@@ -247,23 +247,23 @@ def plan(packages: Sequence[FaultPackage], time_limit_s: float, interval_s: floa
             quiet_until = t + (budget.recovery_s if budget else 0.0)
             continue
         start = pkg.draw_start(rng, t, time_limit_s)
-        cost = 0
+        cost: Cost = (0, 0)
         if budget is not None:
-            room = budget.nodes - sum(c for _, c in active.values())
-            cost = op_cost(start, budget.n)
-            costly = [name for name, (_, c) in active.items() if c > 0]
-            if cost > room and costly:
+            held = [c for _, c in active.values()]
+            cost = op_costs(start, budget)
+            costly = [name for name, (_, c) in active.items() if any(c)]
+            if not fits(budget, held, cost) and costly:
                 out.append((round(t, 3), active.pop(costly[0])[0]))  # make room instead
                 quiet_until = t + budget.recovery_s
                 continue
             for _ in range(REDRAWS):
-                if cost <= room:
+                if fits(budget, held, cost):
                     break
                 start = pkg.draw_start(rng, t, time_limit_s)
-                cost = op_cost(start, budget.n)
-            if cost > room:
+                cost = op_costs(start, budget)
+            if not fits(budget, held, cost):
                 continue  # this package has nothing that fits: a quiet step
-            if cost and t < quiet_until:
+            if any(cost) and t < quiet_until:
                 t = quiet_until
                 if t >= time_limit_s:
                     break

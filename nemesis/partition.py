@@ -22,6 +22,7 @@ from infra.errors import UsageError
 from infra.node import Node, shell_join
 from nemesis import topology as topo
 from nemesis.protocol import NemesisContext, Op, completed, each, node_names, op_rng, partition_leader, resolve_nodes
+from nemesis.roles import ROLE_TARGETS
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,10 @@ def client_address(node: Node) -> str:
 
 
 def _one_node(ctx: NemesisContext, value: dict[str, Any]) -> list[str]:
-    """The node of ``node``, ``node_index`` or a seeded random draw."""
+    """The node of ``node``, a role target (nemesis.roles), ``node_index`` or a seeded random draw."""
+    if value.get("target") in ROLE_TARGETS:
+        nodes, _ = resolve_nodes(ctx, {k: value.get(k) for k in ("target", "node_index", "seed")})
+        return nodes
     target = value.get("node")
     spec = {"target": "node", "node": target} if target else \
         {"target": "node", "node_index": value["node_index"]} if value.get("node_index") is not None else \
@@ -101,6 +105,10 @@ def resolve_graph(ctx: NemesisContext, value: dict[str, Any]) -> tuple[nx.DiGrap
         details["requested"] = value.get("topology")
     if kind == "isolate-node":
         nodes = _one_node(ctx, value)
+        if value.get("target") in ROLE_TARGETS:
+            details["target"] = value["target"]
+            if not nodes:  # no active controller right now: nothing to isolate
+                return topo.complete(names), details
         details["isolated"] = nodes
         return topo.isolate(names, nodes), details
     if kind == "client-cut-node":

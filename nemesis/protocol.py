@@ -2,8 +2,8 @@
 
 A nemesis handles a fixed set of op names (``fs``). ``invoke`` takes an op
 ``{"f": ..., "value": {...}}`` whose value names targets abstractly (``target``
-"random", "leader" of ``partition``, "controller", "minority", "all", a node
-name, or ``node_index``; ``seed`` for random draws) and returns the completed
+"random", "leader" of ``partition``, "controller", "minority", "all", a role
+of nemesis.roles, a node name, or ``node_index``; ``seed`` for random draws) and returns the completed
 op: the same op with ``type`` "info" and a value naming what was actually done
 (at least ``nodes``, the node names affected, ``fault``, the fault kind, and
 ``action``: whether the op starts, stops or heals it; see history.ops). Failures on some nodes are reported in ``value["errors"]`` and the op's
@@ -20,6 +20,7 @@ from typing import Any, Callable, Iterable, Protocol, Sequence, TypeVar, runtime
 
 from broker.cluster import KafkaCluster
 from infra.errors import UsageError
+from nemesis.roles import ROLE_TARGETS, resolve_role
 from nemesis.topology import sort_nodes
 
 log = logging.getLogger(__name__)
@@ -196,7 +197,7 @@ def resolve_nodes(ctx: NemesisContext, value: dict[str, Any]) -> tuple[list[str]
     node = value.get("node")
     if target is None:
         target = "node" if node is not None or value.get("node_index") is not None else "random"
-    if target not in TARGETS and target != "node":
+    if target not in TARGETS and target not in ROLE_TARGETS and target != "node":
         node, target = target, "node"
     details: dict[str, Any] = {"target": target}
     if target == "node":
@@ -223,4 +224,6 @@ def resolve_nodes(ctx: NemesisContext, value: dict[str, Any]) -> tuple[list[str]
         controller = f"n{cid}" if cid is not None else None
         details["controller"] = controller
         return ([controller] if controller else []), details
-    raise UsageError(f"unknown target {target!r}; choose {', '.join(TARGETS)} or a node name")
+    if target in ROLE_TARGETS:  # nemesis.roles: controllers, active-controller, brokers
+        return resolve_role(ctx.cluster, target, value, op_rng(ctx, value))
+    raise UsageError(f"unknown target {target!r}; choose {', '.join(TARGETS + ROLE_TARGETS)} or a node name")

@@ -49,7 +49,7 @@ class RunProxy:
         return self.proxy.bootstrap()
 
     def start(self, cluster: KafkaCluster) -> None:
-        self.proxy.start({n.name: (n.address, PROXY_PORT) for n in cluster.nodes})
+        self.proxy.start({n.name: (n.address, PROXY_PORT) for n in cluster.broker_nodes})  # clients reach brokers only
         self.cluster = cluster
         _ATTACHED[id(cluster)] = (self.proxy, self.rules)
 

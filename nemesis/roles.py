@@ -1,0 +1,156 @@
+"""Fault targets by KRaft role (docs/design.md, "Isolated KRaft").
+
+On a cluster whose controllers run on nodes of their own, a fault may aim at
+one role: ``controllers`` (one controller-only node), ``active-controller``
+(the quorum leader) or ``brokers`` (one broker-only node); on any layout also
+``group-coordinator`` (the leader of the ``__consumer_offsets`` partition that
+holds the op's ``group``) and ``txn-coordinator`` (of the ``__transaction_state``
+partition of its ``transactional_id``), found as Kafka finds them: the id's
+Java ``String.hashCode``, made non-negative, modulo the topic's partition count. Like the leader
+target, a role target is resolved when the op runs, against the cluster as
+it is then; ``node_index`` (modulo the role's node count) or ``seed`` picks
+the node within the role.
+
+``[nemesis] targets`` names the role targets a run's fault packages draw
+from: ``with_targets`` wraps a package so that every start it draws aims at
+one of them (a partition start isolates that node), before the fault budget
+weighs it (nemesis.budget). ``check_targets`` refuses, before any cluster
+starts, a role target the cluster's layout lacks.
+"""
+from __future__ import annotations
+
+import dataclasses
+import random
+from typing import Any, Iterable, Sequence
+
+from broker.cluster import KafkaCluster
+from infra.errors import UsageError
+from nemesis.topology import sort_nodes
+
+CONTROLLERS = "controllers"
+ACTIVE_CONTROLLER = "active-controller"
+BROKERS = "brokers"
+GROUP_COORDINATOR = "group-coordinator"
+TXN_COORDINATOR = "txn-coordinator"
+ROLE_TARGETS = (CONTROLLERS, ACTIVE_CONTROLLER, BROKERS, GROUP_COORDINATOR, TXN_COORDINATOR)
+# Coordinator target -> (the internal topic holding its state, the op value key naming the id).
+COORDINATORS = {GROUP_COORDINATOR: ("__consumer_offsets", "group"),
+                TXN_COORDINATOR: ("__transaction_state", "transactional_id")}
+# Role targets that need controller-only nodes: on combined nodes there is no
+# node that is only a controller or only a broker.
+ISOLATED_ONLY = (CONTROLLERS, BROKERS)
+# The faults whose starts aim at one node and so can aim at a role.
+TARGETABLE_FAULTS = ("kill", "pause", "power-loss", "netem", "clock", "partition")
+INDEX_RANGE = 840  # as nemesis.packages: index % n is uniform for every count up to 8
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (over UTF-16 code units, 32-bit wrap)."""
+    h = 0
+    units = text.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + int.from_bytes(units[i:i + 2], "big")) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def coordinator_partition(key: str, partitions: int) -> int:
+    """The internal-topic partition of a group or transactional id (Kafka's
+    ``Utils.abs(key.hashCode) % partitions``; Utils.abs maps MIN_VALUE to 0)."""
+    h = java_string_hash(key)
+    return (0 if h == -(1 << 31) else abs(h)) % partitions
+
+
+def _coordinator(cluster: KafkaCluster, target: str, value: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
+    topic, key = COORDINATORS[target]
+    if not value.get(key):
+        raise UsageError(f"target {target!r} needs the op's {key!r}")
+    details: dict[str, Any] = {"target": target, key: value[key]}
+    cid = cluster.active_controller()
+    states = (cluster.authoritative_partition_states(topic, cid) if cid is not None else None) \
+        or cluster.partition_states(topic)
+    if not states:  # no group or transaction has used the topic yet: no coordinator to hit
+        return [], details
+    p = coordinator_partition(str(value[key]), len(states))
+    leader = next((s.leader for s in states if s.partition == p), None)
+    details.update(partition=p, coordinator=f"n{leader}" if leader is not None else None)
+    return ([f"n{leader}"] if leader is not None else []), details
+
+
+def resolve_role(cluster: KafkaCluster, target: str, value: dict[str, Any],
+                 rng: random.Random) -> tuple[list[str], dict[str, Any]]:
+    """(node names, details) of a role target, as the cluster is now."""
+    if target in COORDINATORS:
+        return _coordinator(cluster, target, value)
+    details: dict[str, Any] = {"target": target}
+    if target == ACTIVE_CONTROLLER:
+        cid = cluster.active_controller()
+        controller = f"n{cid}" if cid is not None else None
+        details["controller"] = controller
+        return ([controller] if controller else []), details
+    if target not in ISOLATED_ONLY:
+        raise UsageError(f"unknown role target {target!r}; choose one of {', '.join(ROLE_TARGETS)}")
+    if not cluster.isolated:
+        raise UsageError(f"target {target!r} needs controllers on nodes of their own (controllers = 3)")
+    nodes = cluster.controller_nodes if target == CONTROLLERS else cluster.broker_nodes
+    names = sort_nodes(n.name for n in nodes)
+    if value.get("node_index") is not None:
+        picked = names[int(value["node_index"]) % len(names)]
+    else:
+        picked = rng.choice(names)
+    details["role"] = cluster.role_of(picked)
+    return [picked], details
+
+
+def check_targets(targets: Sequence[str], controllers: int, steps: Iterable[dict[str, Any]] = (),
+                  ids: dict[str, list[str]] | None = None) -> None:
+    """UsageError for an unknown role target, or one (in ``targets`` or in an
+    explicit plan's steps) that a cluster with ``controllers`` controller-only
+    nodes lacks, or a coordinator target whose workload has no such id
+    (``ids``: op value key -> the run's ids, as ``with_targets`` takes)."""
+    for target in targets:
+        if target not in ROLE_TARGETS:
+            raise UsageError(f"unknown nemesis target {target!r}; valid targets: {', '.join(ROLE_TARGETS)}")
+        if target in COORDINATORS and not (ids or {}).get(COORDINATORS[target][1]):
+            need = "a consumer group (mode = \"subscribe\")" if target == GROUP_COORDINATOR else \
+                "transactions (transactions = true)"
+            raise UsageError(f"nemesis target {target!r} needs a workload with {need}")
+    used = list(targets) + [str((s.get("value") or {}).get("target")) for s in steps]
+    lacking = next((t for t in used if t in ISOLATED_ONLY), None) if controllers == 0 else None
+    if lacking is not None:
+        raise UsageError(f"nemesis target {lacking!r} needs separate controllers, but this cluster's nodes are "
+                         "combined (set controllers = 3)")
+
+
+def aim(op: dict[str, Any], targets: Sequence[str], rng: random.Random,
+        ids: dict[str, list[str]] | None = None) -> dict[str, Any]:
+    """``op`` aimed at one of ``targets`` when it is a start of a targetable fault
+    (process-like: its target; a partition: isolate that node); else ``op``.
+    A coordinator target also names one of the run's ``ids`` (op value key ->
+    the group ids or transactional ids) to find the coordinator of."""
+    value = dict(op.get("value") or {})
+    if value.get("fault") not in TARGETABLE_FAULTS:
+        return op
+    for key in ("target", "node", "node_index", "partition", "partition_index", "seed", "group", "transactional_id"):
+        value.pop(key, None)
+    if value["fault"] == "partition":
+        value["topology"] = "isolate-node"
+    value["target"] = targets[rng.randrange(len(targets))]
+    value["node_index"] = rng.randrange(INDEX_RANGE)
+    if value["target"] in COORDINATORS:
+        key = COORDINATORS[value["target"]][1]
+        choices = (ids or {}).get(key) or []
+        if choices:
+            value[key] = choices[rng.randrange(len(choices))]
+    return {**op, "value": value}
+
+
+def with_targets(package: Any, targets: Sequence[str], ids: dict[str, list[str]] | None = None) -> Any:
+    """A fault package (nemesis.packages.FaultPackage) whose drawn starts aim at
+    ``targets`` (unchanged when there are none); ``ids`` as for ``aim``."""
+    if not targets or getattr(package, "name", None) not in TARGETABLE_FAULTS:
+        return package
+    draw = package.draw_start
+
+    def draw_start(rng: random.Random, t: float, time_limit_s: float) -> dict[str, Any]:
+        return aim(draw(rng, t, time_limit_s), targets, rng, ids)
+    return dataclasses.replace(package, draw_start=draw_start)
