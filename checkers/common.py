@@ -299,6 +299,9 @@ def unknown_reasons(rf: RunFindings, anomalies: dict[str, dict[str, Any]], error
     if rf.stats.get("unknown_consumption"):     # checkers/groups.py
         out.append(f"{rf.stats['unknown_consumption']} value(s) a consumer group committed past were never "
                    "delivered to a member, but a member poll ended info: it may have delivered them unrecorded")
+    if rf.stats.get("unknown_offset_changes"):     # checkers/committed_offsets.py
+        out.append(f"{rf.stats['unknown_offset_changes']} change(s) of a group's committed offset only a commit "
+                   "of unknown offsets (an info commit of the consumer's positions) could explain")
     drains = rf.stats.get("drains") or {}
     if drains.get("ops") and drains.get("ok", 0) < drains["ops"]:
         out.append(f"the final drain did not complete: {drains['ops'] - drains.get('ok', 0)} of "

@@ -25,6 +25,7 @@ from history.paired import PairedOp
 
 from . import txn as txn_checks
 from .common import Finding, RunFindings, Settings, Witness, availability
+from .committed_offsets import OFFSET_TYPES, check_phantom_commits
 from .groups import chain_cuts, check_groups, rebalances
 from .reference_stats import stats
 from .settle import MarkerOf, Settled, effective_type, settle
@@ -361,6 +362,7 @@ CHECKS: dict[str, Callable[[RunIndex, Settings], Result]] = {
     "phantom": check_phantom,
     **txn_checks.CHECKS,
     "groups": lambda run, settings: check_groups(run.ops, settings),
+    "committed-offsets": lambda run, settings: {"phantom-commit": check_phantom_commits(run.ops, settings)[0]},
 }
 TYPES_OF = {
     "offsets": ("inconsistent-offset", "duplicate"),
@@ -371,6 +373,7 @@ TYPES_OF = {
     "phantom": ("phantom-write",),
     **txn_checks.TYPES_OF,
     "groups": ("commit-backwards", "lost-consumption", "redelivery"),
+    "committed-offsets": OFFSET_TYPES,
 }
 
 

@@ -17,11 +17,12 @@ Op fields:
 index       position in the history (0, 1, 2, ...), assigned by the writer
 time        nanoseconds since the run started (harness monotonic clock)
 process     int for a logical client; "nemesis" for faults; "sampler" for
-            metadata samples. A crashed client's successor gets a new int.
+            metadata samples; "offset-sampler" for a group's committed
+            offsets. A crashed client's successor gets a new int.
 type        "invoke", then exactly one completion: "ok" | "fail" | "info"
             (events, below, are a completion alone)
 f           "send" | "poll" | "assign" | "subscribe" | "txn" | "commit" |
-            "rebalance" | "sample" | nemesis op
+            "rebalance" | "sample" | "offsets" | nemesis op
 value       see below
 error       client error text on fail/info (optional)
 node        the node the client talked to (optional)
@@ -95,7 +96,9 @@ Values, with one topic per run and the key of a message equal to its partition:
   by the member's process right after the completion of the op during which
   librdkafka called the rebalance callback, so its time is an upper bound):
   ``{"assigned": [partitions], "revoked": [partitions], "generation":
-  int|null, "member": str|null}``. ``assigned`` lists the partitions the
+  int|null, "member": str|null, "protocol": "classic"|"consumer"}``
+  (``protocol``, optional: the rebalance protocol the member's client runs,
+  its ``group.protocol``, KIP-848's "consumer" or "classic"). ``assigned`` lists the partitions the
   member holds from then on that it did not hold before; under the
   cooperative protocol only the changes are listed, under eager ones
   ``revoked`` lists every partition it held. ``"lost": true`` (optional)
@@ -105,6 +108,15 @@ Values, with one topic per run and the key of a message equal to its partition:
 * ``sample`` (process "sampler", type "ok" only, no invoke):
   ``{"controller": broker_id|null, "partitions": {"<p>": {"leader": id|null,
   "isr": [ids], "epoch": int|null}}}``. Broker id k runs on node "nk".
+* ``offsets`` (process "offset-sampler"; the group's committed offsets, read
+  through the admin API: ``harness/offset_sampler.py``): invoke ``{"group":
+  g}`` when the request is sent, then one completion: ``ok`` with
+  ``{"<partition>": offset|null}`` (Kafka's committed offset, the next offset
+  to consume; null: the group has none for the partition; a partition the
+  answer gave an error for is left out), or ``info`` with the error (no
+  answer: nothing read). Both carry ``group``; the read happened somewhere
+  between the invoke and the completion. The last one of a run, after the
+  final drain, has ``"final": true``.
 * nemesis ops (process "nemesis"): an invoke with the planned value, then an
   "info" completion whose value names what was done: ``action`` ("start" |
   "stop" | "heal", or absent for bookkeeping such as waits), ``fault`` (the
@@ -128,9 +140,9 @@ HEADER_KEY = "kchaos-history"
 
 INVOKE, OK, FAIL, INFO = "invoke", "ok", "fail", "info"
 COMPLETIONS = (OK, FAIL, INFO)
-NEMESIS, SAMPLER = "nemesis", "sampler"
+NEMESIS, SAMPLER, OFFSET_SAMPLER = "nemesis", "sampler", "offset-sampler"
 SEND, POLL, ASSIGN, SUBSCRIBE, SAMPLE = "send", "poll", "assign", "subscribe", "sample"
-TXN, COMMIT, REBALANCE = "txn", "commit", "rebalance"
+TXN, COMMIT, REBALANCE, OFFSETS = "txn", "commit", "rebalance", "offsets"
 READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"
 ISOLATION_LEVELS = (READ_COMMITTED, READ_UNCOMMITTED)
 
@@ -319,6 +331,18 @@ def offsets_map(value: Any, where: str) -> list[tuple[int, int]]:
         if not str(key).lstrip("-").isdigit():
             raise HistoryFormatError(f"{where}: commit partition key is not an integer: {key!r}")
         out.append((int(key), require_int(off, "committed offset", where)))
+    return out
+
+
+def committed_offsets_view(value: Any, where: str) -> list[tuple[int, int | None]]:
+    """(partition, committed offset or None: none) pairs of an ``offsets`` sample."""
+    if not isinstance(value, dict):
+        raise HistoryFormatError(f"{where}: offsets value is not a dict: {value!r:.80}")
+    out = []
+    for key, off in value.items():
+        if not str(key).lstrip("-").isdigit():
+            raise HistoryFormatError(f"{where}: offsets partition key is not an integer: {key!r}")
+        out.append((int(key), _opt_int(off, "committed offset", where)))
     return out
 
 

@@ -19,6 +19,9 @@ never which kind it runs (docs/design.md, "Extending kchaos"):
   context, the seed and the run's logger to say what it did.
 * ``check_settings``: an offline check of the settings, beyond the producer's
   and consumer's, that the kind's clients use (raises ValueError, one line).
+* ``samples_offsets``: the runner reads the group's committed offsets at
+  each sample and after the drain (harness/samplers.py), for the
+  phantom-commit check.
 * ``checks``: the anomaly types (checkers/result.py) its histories can show;
   config.json records them with the kind's name (``stored``). They say what
   a report may expect: the checkers run every check whatever the kind.
@@ -55,7 +58,8 @@ ELECTION_CHECKS = ("unclean-election", "elr-election")
 READ_CHECKS = ("inconsistent-offset", "duplicate", "nonlinearizable-offset", "nonmonotonic-send",
                "nonmonotonic-poll", "poll-skip", "unseen")
 SEND_CHECKS = ("lost-write", "phantom-write")                  # plain sends
-GROUP_CHECKS = ("commit-backwards", "lost-consumption", "redelivery")   # group members' commits
+# group members' commits; phantom-commit also the committed-offset samples
+GROUP_CHECKS = ("commit-backwards", "lost-consumption", "redelivery", "phantom-commit")
 TXN_CHECKS = ("aborted-read", "precommitted-read", "torn-transaction", "lost-txn-write", "int-poll-skip",
               "int-nonmonotonic-poll", "int-nonmonotonic-send", "int-send-skip", "G0", "G0-process",
               "G0-realtime", "G1c", "G1c-process", "G1c-realtime")
@@ -85,6 +89,7 @@ class WorkloadKind:
     make_pump: Callable[[ClientContext, Any, PumpHooks], SendPump] | None = None   # (ctx, workload, hooks)
     set_up: Callable[[ClientContext, int, logging.Logger], None] | None = None    # (ctx, seed, run log)
     check_settings: Callable[[ClientContext], None] | None = None
+    samples_offsets: bool = False
 
     def claims_config(self, workload: Any) -> bool:
         return all(getattr(workload, key) == value for key, value in self.claims.items())
@@ -136,7 +141,7 @@ KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (
         "group", "consumer-group members that subscribe, commit and rebalance (workloads/group.py)",
         {**_QUEUE, "mode": "subscribe", "producer": "batch"},
         lambda w, seed, worker: GroupClient(), _stream(subscribe_op, _batches),
-        READ_CHECKS + SEND_CHECKS + GROUP_CHECKS + ELECTION_CHECKS),
+        READ_CHECKS + SEND_CHECKS + GROUP_CHECKS + ELECTION_CHECKS, samples_offsets=True),
     WorkloadKind(
         "pipelined", "pipelined producers' one-message sends, assigned consumers' polls (workloads/pipelined.py)",
         {**_QUEUE, "mode": "assign", "producer": "pipelined"},
@@ -146,7 +151,8 @@ KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (
         "pipelined-group", "pipelined producers' one-message sends, group members' polls and commits",
         {**_QUEUE, "mode": "subscribe", "producer": "pipelined"},
         lambda w, seed, worker: GroupClient(), _stream(subscribe_op, _single_messages),
-        READ_CHECKS + SEND_CHECKS + GROUP_CHECKS + ELECTION_CHECKS, make_pump=_pipelined_producer),
+        READ_CHECKS + SEND_CHECKS + GROUP_CHECKS + ELECTION_CHECKS, make_pump=_pipelined_producer,
+        samples_offsets=True),
     WorkloadKind(
         "transactions", "transactions of sends and polls, one transactional id per worker (workloads/txn.py)",
         {"name": "queue", "transactions": True, "mode": "assign", "producer": "batch"},
