@@ -203,7 +203,7 @@ class Runner:
             self.packages = build_packages(list(cfg.nemesis.faults))
             ctx = NemesisContext(self.cluster.kafka, TOPIC, random.Random(f"kchaos:{cfg.seed}:resolve"))
             self.nemesis = build_nemesis(self.packages, ctx)
-        if self.kind.samples_offsets:    # a group's committed offsets, read at each sample
+        if self.kind.group_members:    # a group's committed offsets, read at each sample
             self.offsets = GroupOffsetSampler(self.cluster.kafka.bootstrap(), run_group_id(cfg), TOPIC,
                                               cfg.workload.partitions, self.recorder.append)
         self._start(self._sampler, "sampler")

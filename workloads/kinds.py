@@ -19,9 +19,11 @@ never which kind it runs (docs/design.md, "Extending kchaos"):
   context, the seed and the run's logger to say what it did.
 * ``check_settings``: an offline check of the settings, beyond the producer's
   and consumer's, that the kind's clients use (raises ValueError, one line).
-* ``samples_offsets``: the runner reads the group's committed offsets at
-  each sample and after the drain (harness/samplers.py), for the
-  phantom-commit check.
+* ``group_members``: its clients are members of the run's consumer group:
+  each runs the rebalance protocol the config gives it (``kind_of`` wraps
+  them: workloads/group.py ``member_clients``), and the runner reads the
+  group's committed offsets at each sample and after the drain
+  (harness/samplers.py) for the phantom-commit check.
 * ``checks``: the anomaly types (checkers/result.py) its histories can show;
   config.json records them with the kind's name (``stored``). They say what
   a report may expect: the checkers run every check whatever the kind.
@@ -44,7 +46,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from history.writer import SendRow
 from workloads.client import Client, ClientContext, SendPump
-from workloads.group import GroupClient
+from workloads.group import GroupClient, member_clients
 from workloads.java_client import JAVA_KINDS, java_wait_for_coordinator
 from workloads.op_streams import PlannedOp, StreamSpec, assign_op, queue_ops, subscribe_op, txn_ops
 from workloads.pipelined import PipelinedProducer
@@ -89,7 +91,7 @@ class WorkloadKind:
     make_pump: Callable[[ClientContext, Any, PumpHooks], SendPump] | None = None   # (ctx, workload, hooks)
     set_up: Callable[[ClientContext, int, logging.Logger], None] | None = None    # (ctx, seed, run log)
     check_settings: Callable[[ClientContext], None] | None = None
-    samples_offsets: bool = False
+    group_members: bool = False
 
     def claims_config(self, workload: Any) -> bool:
         return all(getattr(workload, key) == value for key, value in self.claims.items())
@@ -141,7 +143,7 @@ KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (
         "group", "consumer-group members that subscribe, commit and rebalance (workloads/group.py)",
         {**_QUEUE, "mode": "subscribe", "producer": "batch"},
         lambda w, seed, worker: GroupClient(), _stream(subscribe_op, _batches),
-        READ_CHECKS + SEND_CHECKS + GROUP_CHECKS + ELECTION_CHECKS, samples_offsets=True),
+        READ_CHECKS + SEND_CHECKS + GROUP_CHECKS + ELECTION_CHECKS, group_members=True),
     WorkloadKind(
         "pipelined", "pipelined producers' one-message sends, assigned consumers' polls (workloads/pipelined.py)",
         {**_QUEUE, "mode": "assign", "producer": "pipelined"},
@@ -152,7 +154,7 @@ KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (
         {**_QUEUE, "mode": "subscribe", "producer": "pipelined"},
         lambda w, seed, worker: GroupClient(), _stream(subscribe_op, _single_messages),
         READ_CHECKS + SEND_CHECKS + GROUP_CHECKS + ELECTION_CHECKS, make_pump=_pipelined_producer,
-        samples_offsets=True),
+        group_members=True),
     WorkloadKind(
         "transactions", "transactions of sends and polls, one transactional id per worker (workloads/txn.py)",
         {"name": "queue", "transactions": True, "mode": "assign", "producer": "batch"},
@@ -194,7 +196,11 @@ def kind_of(workload: Any) -> WorkloadKind:
     library does not run it."""
     found = claimants(workload)
     if len(found) == 1:
-        return with_client(found[0], workload)
+        kind = with_client(found[0], workload)
+        if kind.group_members:     # a fresh one per call: a migration counts each worker's members
+            protocols = tuple(getattr(workload, "group_protocols", None) or ())
+            kind = dataclasses.replace(kind, make_client=member_clients(kind.make_client, protocols))
+        return kind
     keys = dict.fromkeys(key for kind in KINDS.values() for key in kind.claims)
     fields = ", ".join(f"{key} = {getattr(workload, key, None)!r}" for key in keys)
     if not found:
