@@ -3,7 +3,7 @@ engine's; ``spark_committed_offsets.py`` computes the same on Spark).
 docs/design.md, "What the checkers decide".
 
 A group's committed offset for a partition changes only by a commit of that
-group. The runner reads the committed offsets through the admin API at each
+group. The runner reads the committed offsets (Kafka's OffsetFetch) at each
 sample and after the final drain (``offsets`` ops: history/ops.py); a read
 happened somewhere between its invoke and its completion.
 

@@ -131,7 +131,7 @@ DESCRIPTIONS: dict[str, str] = {
                         "delivered",
     "redelivery": "a group member's first read of a partition it was assigned lay below an offset the group "
                   "had committed before the assignment began",
-    "phantom-commit": "a consumer group's committed offset for a partition, read through the admin API, "
+    "phantom-commit": "a consumer group's committed offset for a partition, read by OffsetFetch, "
                       "changed between two reads to a value no commit of the group could have written then",
     "aborted-read": "a read_committed read saw a value written by an aborted (fail) transaction (G1a)",
     "precommitted-read": "a read_committed read saw a transaction's value before the transaction committed: "

@@ -274,6 +274,7 @@ class Runner:
         self.sampling_done.set()
         if self.offsets is not None:   # the last read of the committed offsets, after everything
             self.offsets.sample(final=True)
+            self.offsets.close()
 
     def _teardown(self, interrupted: bool) -> None:
         self.stop.set()

@@ -5,13 +5,18 @@ and how each read becomes a history op (the history contract: history/ops.py,
 * ``metadata_sample``: the active controller and, as its broker sees them,
   each partition's leader, ISR and epoch (a ``sample`` event). A view that
   cannot be had from the controller is no sample: a stale one is worse.
-* ``GroupOffsetSampler``: a consumer group's committed offsets, read through
-  the admin API (``AdminClient.list_consumer_group_offsets``, Kafka's
-  OffsetFetch to the group coordinator), as an ``offsets`` op: an invoke when
+* ``GroupOffsetSampler``: a consumer group's committed offsets, read by
+  Kafka's OffsetFetch to the group coordinator, as an ``offsets`` op: an invoke when
   the request goes out and a completion when the answer comes, so the
   checkers know the read happened in between (checkers/committed_offsets.py:
   a committed offset changes only by a commit of its group). The runner
   takes one more after the final drain (``final``).
+
+The OffsetFetch goes through a consumer of the group that never subscribes
+(``Consumer.committed``: it joins nothing, so it is no member), not through
+``AdminClient.list_consumer_group_offsets``: with confluent-kafka 2.16.1 that
+call killed the process with SIGSEGV at the first read against Kafka 4.3.1
+(twice: a run, and a bare call for a group with no offsets).
 
 Side effects at the edge: the reads and the recording; what the values mean
 is the checkers'.
@@ -22,8 +27,7 @@ import logging
 import threading
 from typing import Any, Callable
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
-from confluent_kafka.admin import AdminClient
+from confluent_kafka import Consumer, TopicPartition
 
 from history.ops import INFO, INVOKE, OFFSET_SAMPLER, OFFSETS, OK, SAMPLE, SAMPLER
 
@@ -77,9 +81,10 @@ class GroupOffsetSampler:
         self.timeout_s = timeout_s
         self._lock = threading.Lock()
         self._final = False           # the final read is the last: later calls read nothing
-        self._admin = AdminClient({"bootstrap.servers": bootstrap,
-                                   "socket.timeout.ms": int(timeout_s * 1000),
-                                   "socket.connection.setup.timeout.ms": int(timeout_s * 1000)})
+        self._reader = Consumer({"bootstrap.servers": bootstrap, "group.id": group,
+                                 "enable.auto.commit": False, "enable.auto.offset.store": False,
+                                 "socket.timeout.ms": int(timeout_s * 1000),
+                                 "socket.connection.setup.timeout.ms": int(timeout_s * 1000)})
 
     def sample(self, final: bool = False) -> None:
         """One read, recorded as an invoke and its completion; never raises."""
@@ -92,11 +97,16 @@ class GroupOffsetSampler:
                          "group": self.group, **extra})
             try:
                 tps = [TopicPartition(self.topic, p) for p in range(self.partitions)]
-                futures = self._admin.list_consumer_group_offsets(
-                    [ConsumerGroupTopicPartitions(self.group, tps)], request_timeout=self.timeout_s)
-                answer = futures[self.group].result(timeout=self.timeout_s + 1)
-                done = {"type": OK, "value": offsets_value(answer.topic_partitions or [])}
+                answer = self._reader.committed(tps, timeout=self.timeout_s)
+                done = {"type": OK, "value": offsets_value(answer)}
             except Exception as exc:  # noqa: BLE001 - no answer: the op says so, the run goes on
                 log.debug("committed offsets of %s: %s", self.group, exc)
                 done = {"type": INFO, "value": None, "error": str(exc)[:300]}
             self.record({"process": OFFSET_SAMPLER, "f": OFFSETS, "group": self.group, **done, **extra})
+
+    def close(self) -> None:
+        """Release the reader (it never joined the group: nothing to leave)."""
+        try:
+            self._reader.close()
+        except Exception as exc:  # noqa: BLE001
+            log.debug("closing the offsets reader: %s", exc)

@@ -109,7 +109,7 @@ Values, with one topic per run and the key of a message equal to its partition:
   ``{"controller": broker_id|null, "partitions": {"<p>": {"leader": id|null,
   "isr": [ids], "epoch": int|null}}}``. Broker id k runs on node "nk".
 * ``offsets`` (process "offset-sampler"; the group's committed offsets, read
-  through the admin API: ``harness/offset_sampler.py``): invoke ``{"group":
+  by Kafka's OffsetFetch: ``harness/samplers.py``): invoke ``{"group":
   g}`` when the request is sent, then one completion: ``ok`` with
   ``{"<partition>": offset|null}`` (Kafka's committed offset, the next offset
   to consume; null: the group has none for the partition; a partition the
