@@ -313,6 +313,9 @@ def unknown_reasons(rf: RunFindings, anomalies: dict[str, dict[str, Any]], error
         out.append(f"{rf.stats['unknown_share']} acknowledged record(s) were never accepted or archived by the "
                    f"share group, and the run's end cannot say they are lost: "
                    f"{(rf.stats.get('share') or {}).get('end_why') or 'no share-end recorded'}")
+    if rf.stats.get("unknown_offset_changes"):     # checkers/committed_offsets.py
+        out.append(f"{rf.stats['unknown_offset_changes']} change(s) of a group's committed offset only a commit "
+                   "of unknown offsets (an info commit of the consumer's positions) could explain")
     drains = rf.stats.get("drains") or {}
     if drains.get("ops") and drains.get("ok", 0) < drains["ops"]:
         out.append(f"the final drain did not complete: {drains['ops'] - drains.get('ok', 0)} of "

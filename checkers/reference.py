@@ -25,6 +25,7 @@ from history.paired import PairedOp
 
 from . import txn as txn_checks
 from .common import Finding, RunFindings, Settings, Witness, availability, drain_counts
+from .committed_offsets import OFFSET_TYPES, check_phantom_commits
 from .groups import chain_cuts, check_groups, rebalances
 from .share import SHARE_TYPES, check_share
 from .reference_stats import stats
@@ -364,6 +365,7 @@ CHECKS: dict[str, Callable[[RunIndex, Settings], Result]] = {
     **txn_checks.CHECKS,
     "groups": lambda run, settings: check_groups(run.ops, settings),
     "share": lambda run, settings: _share(run, settings),
+    "committed-offsets": lambda run, settings: {"phantom-commit": check_phantom_commits(run.ops, settings)[0]},
 }
 TYPES_OF = {
     "offsets": ("inconsistent-offset", "duplicate"),
@@ -375,6 +377,7 @@ TYPES_OF = {
     **txn_checks.TYPES_OF,
     "groups": ("commit-backwards", "lost-consumption", "redelivery"),
     "share": SHARE_TYPES,
+    "committed-offsets": OFFSET_TYPES,
 }
 
 

@@ -8,6 +8,7 @@ from collections import Counter, defaultdict
 from typing import TYPE_CHECKING, Any
 
 from .common import lag_summary, percentile
+from .committed_offsets import UNKNOWN_OFFSETS_STAT, phantom_commits
 from .groups import UNKNOWN_STAT, unknown_consumption
 
 if TYPE_CHECKING:
@@ -51,8 +52,10 @@ def stats(run: "RunIndex") -> dict[str, Any]:
     lags.sort()
     ok_parts = {m.partition for m in run.ok_msgs}
     unknown = unknown_consumption(run.ops)          # groups.py; absent when none
+    unknown_changes = phantom_commits(run.ops)[1]   # committed_offsets.py; absent when none
     return {
         **({UNKNOWN_STAT: unknown} if unknown else {}),
+        **({UNKNOWN_OFFSETS_STAT: unknown_changes} if unknown_changes else {}),
         "ops": ops,
         "acknowledged": len({(m.partition, m.value) for m in run.ok_msgs}),
         "read": len(run.first_read),

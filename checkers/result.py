@@ -52,7 +52,8 @@ sample of that partition's leader/ISR/epoch before the first witness op.
 Anomaly types (docs/design.md, "What the checkers decide"): inconsistent-offset, duplicate,
 nonlinearizable-offset, nonmonotonic-send, nonmonotonic-poll, poll-skip,
 lost-write, unseen, phantom-write, unclean-election, elr-election; consumer groups
-(checkers/groups.py): commit-backwards, lost-consumption, redelivery; transactions
+(checkers/groups.py): commit-backwards, lost-consumption, redelivery, phantom-commit
+(checkers/committed_offsets.py); transactions
 (checkers/txn.py): aborted-read, precommitted-read, torn-transaction, lost-txn-write,
 int-poll-skip, int-nonmonotonic-poll, int-nonmonotonic-send, int-send-skip, G0,
 G0-process, G0-realtime, G1c, G1c-process, G1c-realtime (a cycle witness lists its edges in
@@ -82,6 +83,7 @@ ANOMALY_TYPES = (
     "commit-backwards",
     "lost-consumption",
     "redelivery",
+    "phantom-commit",
     # transactions (checkers/txn.py)
     "aborted-read",
     "precommitted-read",
@@ -135,6 +137,8 @@ DESCRIPTIONS: dict[str, str] = {
                         "delivered",
     "redelivery": "a group member's first read of a partition it was assigned lay below an offset the group "
                   "had committed before the assignment began",
+    "phantom-commit": "a consumer group's committed offset for a partition, read by OffsetFetch, "
+                      "changed between two reads to a value no commit of the group could have written then",
     "aborted-read": "a read_committed read saw a value written by an aborted (fail) transaction (G1a)",
     "precommitted-read": "a read_committed read saw a transaction's value before the transaction committed: "
                          "its own read, or a read that completed before the transaction was invoked",

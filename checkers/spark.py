@@ -31,6 +31,7 @@ from .spark_partition import ALL_TYPES, CHECKS, Context, unpack_sorted
 from .spark_scan import Slice, index_slices
 from history.row_groups import Source, history_files, source
 from . import spark_txn
+from .spark_committed_offsets import check_committed_offsets
 from .spark_groups import GroupPass
 from .spark_share import SharePass
 
@@ -197,6 +198,8 @@ def _analyze(spark: Any, src: Source, slices: dict[tuple[int, int | None], list[
     spark_txn.finish(ops, ctx, acc, rows, settings)     # transactions: torn, cycles, ok txns as acks
     group_stats = groups.check()                        # consumer groups (spark_groups.py)
     share_stats = SharePass(ops, acc, k).check()        # share groups (spark_share.py)
+    for run, st in check_committed_offsets(ops, acc, k).items():     # spark_committed_offsets.py
+        group_stats.setdefault(run, {}).update(st)
 
     timings["checks"] = time.monotonic() - t0
     t0 = time.monotonic()

@@ -18,11 +18,12 @@ from harness.client_config import effective_commit_fraction, run_group_id, valid
 from infra.distribution import DEFAULT_KAFKA_VERSION, validate_version
 from infra.errors import UsageError
 from infra.inventory import load_inventory
-from infra.kafka_versions import features
+from infra.kafka_versions import features, parse_version
 from infra.tomlfile import load_toml
 from harness.layout_config import validate_layout
 from harness.nemesis_config import validate_proxy, validate_steps
 from nemesis.packages import build_packages, nemeses_of
+from workloads.group import group_protocol_problem
 from workloads.kinds import CLIENTS, WorkloadKind, kind_of, workload_names
 from workloads.share_plan import config_problem
 
@@ -61,6 +62,9 @@ class WorkloadConfig:
     commit_fraction: float | None = None
     async_commit_probability: float = 0.5
     group_id: str | None = None
+    # A migration between rebalance protocols (workloads/group.py): each worker's processes take these in
+    # turn, e.g. ["classic", "consumer"]; empty: every member runs consumer."group.protocol" (classic unset).
+    group_protocols: list[str] = field(default_factory=list)
     # kchaos replay (harness/replay.py): a history.jsonl whose recorded client ops the workers
     # invoke, at their recorded gaps, instead of the seed's.
     replay: str | None = None
@@ -376,6 +380,9 @@ def _validate_group(cfg: RunConfig) -> None:
             raise UsageError(f"{key} must be between 0 and 1, got {value!r}")
     if w.group_id is not None and not isinstance(w.group_id, str):
         raise UsageError(f"group_id must be a string, got {w.group_id!r}")
+    problem = group_protocol_problem(cfg.consumer, w.group_protocols, w.mode, parse_version(cfg.kafka_version))
+    if problem is not None:
+        raise UsageError(problem)
     commits = effective_commit_fraction(cfg)
     if w.mode == "assign":
         if commits:

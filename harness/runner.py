@@ -24,15 +24,16 @@ from broker.lifecycle import BrokerSettings
 from harness import provenance, schedule
 from harness.analysis import analyze
 from harness.fault_pacing import FaultPace
-from harness.client_config import TOPIC, client_context, stored_client_settings
+from harness.client_config import TOPIC, client_context, run_group_id, stored_client_settings
 from harness.progress import RunListener, as_listener, fault_line
 from harness.record_collector import collect_records
 from harness.run_cluster import ClusterHandle, cluster_up, mark_kept, sweep_dead_runs
 from harness.run_config import RunConfig, workload_kind
+from harness.samplers import GroupOffsetSampler, controller_partition_states, metadata_sample
 from harness.store import attach_log_file, link_latest, new_run_dir, record_early_failure, write_json
 from harness.worker_loops import WorkerLoops
 from history.fault_intervals import FaultTracker, NemesisOp
-from history.ops import ACTION_START, FAIL, INFO, INVOKE, NEMESIS, OK, POLL, SAMPLER, SEND, TXN
+from history.ops import ACTION_START, FAIL, INFO, INVOKE, NEMESIS, OK, POLL, SEND, TXN
 from history.recorder import Recorder
 from history.writer import HistoryWriter
 from infra.distribution import resolve_kafka
@@ -90,6 +91,7 @@ class Runner:
         self.t0 = 0.0
         self.pace = FaultPace(0.0, self.cfg.time_limit)   # replaced when the workload starts
         self.ran_on: dict[str, Any] = {}                   # config.json's ran_on (harness/provenance.py)
+        self.offsets: GroupOffsetSampler | None = None     # group runs: the committed-offset reads
 
     # -- phases ---------------------------------------------------------------
     def execute(self) -> RunOutcome:
@@ -202,6 +204,9 @@ class Runner:
             self.packages = build_packages(list(cfg.nemesis.faults))
             ctx = NemesisContext(self.cluster.kafka, TOPIC, random.Random(f"kchaos:{cfg.seed}:resolve"))
             self.nemesis = build_nemesis(self.packages, ctx)
+        if self.kind.group_members:    # a group's committed offsets, read at each sample
+            self.offsets = GroupOffsetSampler(self.cluster.kafka.bootstrap(), run_group_id(cfg), TOPIC,
+                                              cfg.workload.partitions, self.recorder.append)
         self._start(self._sampler, "sampler")
         self.workers = WorkerLoops(cfg, self.kind, self.recorder, self._client_context, self.stop,
                                    self._abandon, self._start, self.t0)
@@ -253,7 +258,7 @@ class Runner:
         max_acked = dict(self.recorder.max_acked)  # the workload is over: no more sends
         probe = WatermarkProbe(kafka.bootstrap(), TOPIC, cfg.consumer)
         try:
-            waits = wait_for_drain(lambda: self._drain_states(kafka), probe, max_acked,
+            waits = wait_for_drain(lambda: controller_partition_states(kafka, TOPIC), probe, max_acked,
                                    cfg.workload.partitions, cfg.drain_wait)
         finally:
             probe.close()
@@ -270,14 +275,9 @@ class Runner:
         self.drain_completed = completed
         log.info("drain completed: %s", completed)
         self.sampling_done.set()
-
-    @staticmethod
-    def _drain_states(kafka) -> list:
-        """Leaders and ISRs for the pre-drain wait: the active controller's view
-        when it can be had (another broker's may be stale), else any broker's."""
-        controller = kafka.active_controller()
-        states = kafka.authoritative_partition_states(TOPIC, controller) if controller else None
-        return states if states is not None else kafka.partition_states(TOPIC)
+        if self.offsets is not None:   # the last read of the committed offsets, after everything
+            self.offsets.sample(final=True)
+            self.offsets.close()
 
     def _teardown(self, interrupted: bool) -> None:
         self.stop.set()
@@ -379,22 +379,18 @@ class Runner:
         log.info("heal_all: %s", result)
 
     def _sampler(self) -> None:
-        """Every few hundred ms: the active controller and, as its broker sees
-        them, each partition's leader and ISR. A sample that cannot be had
-        from the controller is skipped rather than recorded from a stale view."""
-        kafka = self.cluster.kafka
+        """Every ``sample_interval``: the controller's view of the partitions and,
+        in group runs, the group's committed offsets (harness/samplers.py)."""
         while not self.sampling_done.is_set():
             started = time.monotonic()
             try:
-                controller = kafka.active_controller()
-                states = kafka.authoritative_partition_states(TOPIC, controller) if controller else None
-                if states is not None:
-                    self.recorder.append({"process": SAMPLER, "type": "ok", "f": "sample", "value": {
-                        "controller": controller,
-                        "partitions": {str(s.partition): {"leader": s.leader, "isr": list(s.isr), "epoch": s.epoch}
-                                       for s in states}}})
+                sample = metadata_sample(self.cluster.kafka, TOPIC)
+                if sample is not None:
+                    self.recorder.append(sample)
             except Exception as exc:
                 log.debug("sample failed: %s", exc)
+            if self.offsets is not None:
+                self.offsets.sample()
             self.sampling_done.wait(max(0.0, self.cfg.sample_interval - (time.monotonic() - started)))
 
     def _report_progress(self) -> None:

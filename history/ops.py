@@ -18,7 +18,8 @@ index       position in the history (0, 1, 2, ...), assigned by the writer
 time        nanoseconds since the run started (harness monotonic clock)
 process     int for a logical client (a crashed client's successor gets a
             new int); "nemesis" for faults; "sampler" for
-            metadata samples; "proxy" for what the protocol proxy
+            metadata samples; "offset-sampler" for a group's committed
+            offsets; "proxy" for what the protocol proxy
             (nemesis/kafka_proxy.py) did to one request: an ``info`` event
             standing alone, ``f`` "proxy-<event>" (delay-request, hold,
             release, discard, release-failed, held-answered, drop-response,
@@ -30,7 +31,8 @@ process     int for a logical client (a crashed client's successor gets a
 type        "invoke", then exactly one completion: "ok" | "fail" | "info"
             (events, below, are a completion alone)
 f           "send" | "poll" | "assign" | "subscribe" | "txn" | "commit" |
-            "rebalance" | "sample" | the share-group ops below | nemesis op
+            "rebalance" | "sample" | "offsets" | the share-group ops below |
+            nemesis op
 value       see below
 error       client error text on fail/info (optional)
 node        the node the client talked to (optional)
@@ -107,7 +109,9 @@ Values, with one topic per run and the key of a message equal to its partition:
   by the member's process right after the completion of the op during which
   librdkafka called the rebalance callback, so its time is an upper bound):
   ``{"assigned": [partitions], "revoked": [partitions], "generation":
-  int|null, "member": str|null}``. ``assigned`` lists the partitions the
+  int|null, "member": str|null, "protocol": "classic"|"consumer"}``
+  (``protocol``, optional: the rebalance protocol the member's client runs,
+  its ``group.protocol``, KIP-848's "consumer" or "classic"). ``assigned`` lists the partitions the
   member holds from then on that it did not hold before; under the
   cooperative protocol only the changes are listed, under eager ones
   ``revoked`` lists every partition it held. ``"lost": true`` (optional)
@@ -149,6 +153,15 @@ Values, with one topic per run and the key of a message equal to its partition:
     for longer than a record lock, every broker up: the run's end says whether
     a share record never accepted is lost.
 
+* ``offsets`` (process "offset-sampler"; the group's committed offsets, read
+  by Kafka's OffsetFetch: ``harness/samplers.py``): invoke ``{"group":
+  g}`` when the request is sent, then one completion: ``ok`` with
+  ``{"<partition>": offset|null}`` (Kafka's committed offset, the next offset
+  to consume; null: the group has none for the partition; a partition the
+  answer gave an error for is left out), or ``info`` with the error (no
+  answer: nothing read). Both carry ``group``; the read happened somewhere
+  between the invoke and the completion. The last one of a run, after the
+  final drain, has ``"final": true``.
 * nemesis ops (process "nemesis"): an invoke with the planned value, then an
   "info" completion whose value names what was done: ``action`` ("start" |
   "stop" | "heal", or absent for bookkeeping such as waits), ``fault`` (the
@@ -172,7 +185,7 @@ HEADER_KEY = "kchaos-history"
 
 INVOKE, OK, FAIL, INFO = "invoke", "ok", "fail", "info"
 COMPLETIONS = (OK, FAIL, INFO)
-NEMESIS, SAMPLER = "nemesis", "sampler"
+NEMESIS, SAMPLER, OFFSET_SAMPLER = "nemesis", "sampler", "offset-sampler"
 SEND, POLL, ASSIGN, SUBSCRIBE, SAMPLE = "send", "poll", "assign", "subscribe", "sample"
 TXN, COMMIT, REBALANCE = "txn", "commit", "rebalance"
 SHARE_SUBSCRIBE, SHARE_POLL, SHARE_ACK, SHARE_ACKED = "share-subscribe", "share-poll", "share-ack", "share-acked"
@@ -180,6 +193,7 @@ SHARE_COMMIT, SHARE_HOLD, SHARE_END = "share-commit", "share-hold", "share-end"
 SHARE_OPS = (SHARE_SUBSCRIBE, SHARE_POLL, SHARE_ACK, SHARE_ACKED, SHARE_COMMIT, SHARE_HOLD, SHARE_END)
 ACCEPT, RELEASE, REJECT = "accept", "release", "reject"       # a share-ack's kinds of mark
 ACK_KINDS = (ACCEPT, RELEASE, REJECT)
+TXN, COMMIT, REBALANCE, OFFSETS = "txn", "commit", "rebalance", "offsets"
 READ_COMMITTED, READ_UNCOMMITTED = "read_committed", "read_uncommitted"
 ISOLATION_LEVELS = (READ_COMMITTED, READ_UNCOMMITTED)
 
@@ -368,6 +382,18 @@ def offsets_map(value: Any, where: str) -> list[tuple[int, int]]:
         if not str(key).lstrip("-").isdigit():
             raise HistoryFormatError(f"{where}: commit partition key is not an integer: {key!r}")
         out.append((int(key), require_int(off, "committed offset", where)))
+    return out
+
+
+def committed_offsets_view(value: Any, where: str) -> list[tuple[int, int | None]]:
+    """(partition, committed offset or None: none) pairs of an ``offsets`` sample."""
+    if not isinstance(value, dict):
+        raise HistoryFormatError(f"{where}: offsets value is not a dict: {value!r:.80}")
+    out = []
+    for key, off in value.items():
+        if not str(key).lstrip("-").isdigit():
+            raise HistoryFormatError(f"{where}: offsets partition key is not an integer: {key!r}")
+        out.append((int(key), _opt_int(off, "committed offset", where)))
     return out
 
 

@@ -54,6 +54,21 @@ not show the member reading.
     ``fail`` and ``info`` list the offsets it tried, when known (null when the
     sync call raised without them).
 
+The rebalance protocol (KIP-848): ``[consumer] "group.protocol"``, the
+key both clients (librdkafka and the Java client) read: "classic" (the
+default: JoinGroup/SyncGroup, the members assign) or "consumer" (the broker
+assigns, by heartbeats; Kafka 4.0 and later). The consumer protocol moves
+the classic session, heartbeat and assignor settings to the broker; the
+client settings it refuses (``CLASSIC_ONLY_SETTINGS``, librdkafka 2.16's
+list) are refused before any cluster starts. ``[workload] group_protocols``
+runs a migration instead: each worker's first process takes the first
+protocol, and each successor (after a crash, or an info op that retired its
+predecessor) the next one in turn, so members move between the protocols
+one at a time while faults run (Kafka converts the group between classic
+and consumer as they do: KIP-848's online migration). ``ProtocolMember``
+wraps each member's client (either library's) with its protocol and stamps
+``protocol`` on its rebalance events.
+
 Why those errors are certain: Kafka's group coordinator checks the member,
 generation and group state (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION,
 UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, STALE_MEMBER_EPOCH), authorization
@@ -69,16 +84,19 @@ timeouts and transport errors are ``info``.
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import struct
+import threading
 import time
-from typing import Any
+from collections import defaultdict
+from typing import Any, Callable, Mapping, Sequence
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from history.ops import COMMIT, POLL, READ_COMMITTED, REBALANCE, SUBSCRIBE
 from workloads.classify import error_name
-from workloads.client import FAIL, INFO, OK, ClientContext, Op, completion
+from workloads.client import FAIL, INFO, OK, Client, ClientContext, Op, completion
 from workloads.queue import QueueClient
 
 log = logging.getLogger(__name__)
@@ -95,6 +113,17 @@ CERTAIN_NOT_COMMITTED: frozenset[int] = frozenset({
     KafkaError.INVALID_COMMIT_OFFSET_SIZE,
     KafkaError._NO_OFFSET,
 })
+
+CLASSIC, CONSUMER = "classic", "consumer"
+GROUP_PROTOCOLS = (CLASSIC, CONSUMER)
+CONSUMER_PROTOCOL_SINCE = (4, 0, 0)      # KIP-848's consumer group protocol: GA on the broker in 4.0
+#: Client settings of the classic protocol that the consumer protocol refuses, and where they went.
+CLASSIC_ONLY_SETTINGS: dict[str, str] = {
+    "session.timeout.ms": "the broker's group.consumer.session.timeout.ms sets it",
+    "heartbeat.interval.ms": "the broker's group.consumer.heartbeat.interval.ms sets it",
+    "partition.assignment.strategy": "the broker assigns; group.remote.assignor names its assignor",
+    "group.protocol.type": "the consumer protocol has no protocol type",
+}
 
 _CGMD_MAGIC = b"CGMDv2:"
 _MEMBER_OPS = (SUBSCRIBE, POLL, COMMIT, REBALANCE)
@@ -272,3 +301,92 @@ class GroupClient(QueueClient):
             return completion(op, INFO, None, "no commit callback by the op deadline", self._node)
         err, tps = self._commit_reports[0]
         return commit_outcome(op, err, tps, self._node)
+
+
+# -- the rebalance protocol (KIP-848) ----------------------------------------------------
+def group_protocol(consumer_config: Mapping[str, Any]) -> str:
+    """The rebalance protocol a consumer with these settings runs."""
+    return str(consumer_config.get("group.protocol", CLASSIC)).strip().lower()
+
+
+def group_protocol_problem(consumer_config: Mapping[str, Any], protocols: Sequence[str], mode: str,
+                           kafka_version: tuple[int, ...]) -> str | None:
+    """Why ``[consumer]`` with ``[workload] group_protocols`` cannot run on
+    Kafka ``kafka_version`` (one line), or None. The value of
+    ``group.protocol`` itself is the client library's to check."""
+    for name in protocols:
+        if name not in GROUP_PROTOCOLS:
+            return f"group_protocols: unknown protocol {name!r}; protocols: {', '.join(GROUP_PROTOCOLS)}"
+    if protocols and mode != "subscribe":
+        return 'group_protocols needs mode = "subscribe": assigned consumers are no group members'
+    if protocols and "group.protocol" in consumer_config:
+        return ('[workload] group_protocols and consumer."group.protocol" both choose the protocol; set one '
+                "(group_protocols: each worker's processes take its protocols in turn)")
+    if CONSUMER not in protocols and group_protocol(consumer_config) != CONSUMER:
+        return None
+    if tuple(kafka_version) < CONSUMER_PROTOCOL_SINCE:
+        return (f"the consumer group protocol (KIP-848) needs Kafka 4.0 or later; Kafka "
+                f"{'.'.join(map(str, kafka_version))} has only the classic one")
+    for key, why in CLASSIC_ONLY_SETTINGS.items():
+        if key in consumer_config:
+            return (f'consumer."{key}" is not a setting of the consumer group protocol (KIP-848): {why}; '
+                    "leave it unset")
+    return None
+
+
+class ProtocolMember(Client):
+    """A group member's client (either library's) with its rebalance protocol:
+    ``protocol`` over the run's ``[consumer]`` table when given (a migration),
+    else the table's own. Its rebalance events say which protocol it ran."""
+
+    def __init__(self, inner: Client, protocol: str | None = None):
+        self.inner = inner
+        self.protocol = protocol
+
+    def open(self, ctx: ClientContext) -> None:
+        if self.protocol is not None:
+            ctx = dataclasses.replace(ctx, consumer_config={**ctx.consumer_config, "group.protocol": self.protocol})
+        self.protocol = group_protocol(ctx.consumer_config)
+        self.inner.open(ctx)
+
+    def invoke(self, op: Op) -> Op:
+        out = self.inner.invoke(op)
+        for event in out.get("events") or ():
+            self._stamp(event)
+        return out
+
+    def take_events(self) -> list[Op]:
+        return [self._stamp(event) for event in self.inner.take_events()]
+
+    def _stamp(self, event: Op) -> Op:
+        if event.get("f") == REBALANCE and isinstance(event.get("value"), dict):
+            event["value"]["protocol"] = self.protocol
+        return event
+
+    def op_fields(self, f: str) -> dict[str, Any]:
+        return self.inner.op_fields(f)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def crash(self) -> None:
+        self.inner.crash()
+
+
+def member_clients(make: Callable[[Any, int, int], Client],
+                   protocols: Sequence[str]) -> Callable[[Any, int, int], Client]:
+    """A kind's ``make_client`` (workloads/kinds.py) for group members: each
+    client a ``ProtocolMember``; with ``protocols`` (a migration), worker w's
+    n-th client takes ``protocols[n % len(protocols)]``. Counts per call: one
+    per run (the runner asks for its kind once)."""
+    opened: dict[int, int] = defaultdict(int)
+    lock = threading.Lock()
+
+    def make_member(workload: Any, seed: int, worker: int) -> Client:
+        protocol = None
+        if protocols:
+            with lock:
+                protocol = protocols[opened[worker] % len(protocols)]
+                opened[worker] += 1
+        return ProtocolMember(make(workload, seed, worker), protocol)
+    return make_member

@@ -24,6 +24,11 @@ never which kind it runs (docs/design.md, "Extending kchaos"):
   the run's logger and the drain timeout (the share drain: workloads/share_plan.py).
 * ``bind``: the fields above that depend on the ``[workload]`` table, made
   from it when ``kind_of`` hands the kind out (the share group's settings).
+* ``group_members``: its clients are members of the run's consumer group:
+  each runs the rebalance protocol the config gives it (``kind_of`` wraps
+  them: workloads/group.py ``member_clients``), and the runner reads the
+  group's committed offsets at each sample and after the drain
+  (harness/samplers.py) for the phantom-commit check.
 * ``checks``: the anomaly types (checkers/result.py) its histories can show;
   config.json records them with the kind's name (``stored``). They say what
   a report may expect: the checkers run every check whatever the kind.
@@ -46,7 +51,7 @@ from typing import Any, Callable, Iterator, Mapping
 
 from history.writer import SendRow
 from workloads.client import Client, ClientContext, SendPump
-from workloads.group import GroupClient
+from workloads.group import GroupClient, member_clients
 from workloads.java_client import JAVA_KINDS, java_wait_for_coordinator
 from workloads.op_streams import PlannedOp, StreamSpec, assign_op, queue_ops, subscribe_op, txn_ops
 from workloads.pipelined import PipelinedProducer
@@ -61,7 +66,8 @@ ELECTION_CHECKS = ("unclean-election", "elr-election")
 READ_CHECKS = ("inconsistent-offset", "duplicate", "nonlinearizable-offset", "nonmonotonic-send",
                "nonmonotonic-poll", "poll-skip", "unseen")
 SEND_CHECKS = ("lost-write", "phantom-write")                  # plain sends
-GROUP_CHECKS = ("commit-backwards", "lost-consumption", "redelivery")   # group members' commits
+# group members' commits; phantom-commit also the committed-offset samples
+GROUP_CHECKS = ("commit-backwards", "lost-consumption", "redelivery", "phantom-commit")
 TXN_CHECKS = ("aborted-read", "precommitted-read", "torn-transaction", "lost-txn-write", "int-poll-skip",
               "int-nonmonotonic-poll", "int-nonmonotonic-send", "int-send-skip", "G0", "G0-process",
               "G0-realtime", "G1c", "G1c-process", "G1c-realtime")
@@ -97,6 +103,7 @@ class WorkloadKind:
     check_settings: Callable[[ClientContext], None] | None = None
     finish: Callable[[ClientContext, Callable[[dict], Any], logging.Logger, float], Any] | None = None
     bind: Callable[[Any], dict[str, Any]] | None = None     # workload -> fields to replace
+    group_members: bool = False
 
     def claims_config(self, workload: Any) -> bool:
         return all(getattr(workload, key) == value for key, value in self.claims.items())
@@ -154,7 +161,7 @@ KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (
         "group", "consumer-group members that subscribe, commit and rebalance (workloads/group.py)",
         {**_QUEUE, "mode": "subscribe", "producer": "batch"},
         lambda w, seed, worker: GroupClient(), _stream(subscribe_op, _batches),
-        READ_CHECKS + SEND_CHECKS + GROUP_CHECKS + ELECTION_CHECKS),
+        READ_CHECKS + SEND_CHECKS + GROUP_CHECKS + ELECTION_CHECKS, group_members=True),
     WorkloadKind(
         "pipelined", "pipelined producers' one-message sends, assigned consumers' polls (workloads/pipelined.py)",
         {**_QUEUE, "mode": "assign", "producer": "pipelined"},
@@ -164,7 +171,8 @@ KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (
         "pipelined-group", "pipelined producers' one-message sends, group members' polls and commits",
         {**_QUEUE, "mode": "subscribe", "producer": "pipelined"},
         lambda w, seed, worker: GroupClient(), _stream(subscribe_op, _single_messages),
-        READ_CHECKS + SEND_CHECKS + GROUP_CHECKS + ELECTION_CHECKS, make_pump=_pipelined_producer),
+        READ_CHECKS + SEND_CHECKS + GROUP_CHECKS + ELECTION_CHECKS, make_pump=_pipelined_producer,
+        group_members=True),
     WorkloadKind(
         "transactions", "transactions of sends and polls, one transactional id per worker (workloads/txn.py)",
         {"name": "queue", "transactions": True, "mode": "assign", "producer": "batch"},
@@ -212,7 +220,11 @@ def kind_of(workload: Any) -> WorkloadKind:
     found = claimants(workload)
     if len(found) == 1:
         kind = found[0] if found[0].bind is None else dataclasses.replace(found[0], **found[0].bind(workload))
-        return with_client(kind, workload)
+        kind = with_client(kind, workload)
+        if kind.group_members:     # a fresh one per call: a migration counts each worker's members
+            protocols = tuple(getattr(workload, "group_protocols", None) or ())
+            kind = dataclasses.replace(kind, make_client=member_clients(kind.make_client, protocols))
+        return kind
     keys = dict.fromkeys(key for kind in KINDS.values() for key in kind.claims)
     fields = ", ".join(f"{key} = {getattr(workload, key, None)!r}" for key in keys)
     if not found:

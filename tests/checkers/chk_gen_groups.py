@@ -10,8 +10,11 @@ held before the change, then those it holds after; the event is written right
 after the poll, as the contract says. A partition a member gains starts at the
 group's committed offset (0 without one); one it keeps goes on from its
 position. Commits are sync and ok, or sometimes info (asked for the positions
-by name; they took effect or not). A final drain reads everything. So a correct
-history has no group anomaly, no poll-skip and no nonmonotonic-poll.
+by name; they took effect at once, later, or not). The offset sampler reads
+the group's committed offsets now and then (a commit may complete while a
+read is outstanding: the read sees the offsets before it or after), and once
+more after the final drain, which reads everything. So a correct history has
+no group anomaly, no poll-skip and no nonmonotonic-poll.
 """
 from __future__ import annotations
 
@@ -25,7 +28,8 @@ from hypothesis import strategies as st
 Op = dict[str, Any]
 MS = 1_000_000
 G = "g"
-GROUP_TYPES = ("commit-backwards", "lost-consumption", "redelivery")
+GROUP_TYPES = ("commit-backwards", "lost-consumption", "redelivery", "phantom-commit")
+SAMPLER = "offset-sampler"
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,7 @@ class GroupSim:
         self.gen = 0
         self.assignments: list[Assignment] = []
         self.open: dict[tuple[int, int], Assignment] = {}
+        self.late: list[dict[int, int]] = []          # info commits that take effect later
 
     def emit(self, process: Any, type: str, f: str, value: Any, **kw: Any) -> Op:
         self.t += self.rng.randint(1, 3) * MS
@@ -123,13 +128,30 @@ class GroupSim:
         info = self.rng.random() < self.p.p_info_commit
         self.emit(m, "invoke", "commit", offs if info else None, group=G)
         if info:
-            if self.rng.random() < 0.5:
+            r = self.rng.random()
+            if r < 0.4:
                 self.committed.update({int(q): o for q, o in offs.items()})
+            elif r < 0.7:
+                self.late.append({int(q): o for q, o in offs.items()})
             self.emit(m, "info", "commit", None, group=G, error="timed out")
             return
         self.committed.update({int(q): o for q, o in offs.items()})
         self.ok_committed.update({int(q): o for q, o in offs.items()})
         self.emit(m, "ok", "commit", offs, group=G)
+
+    def sample(self, final: bool = False) -> None:
+        """A read of the committed offsets; a member's commit may complete while it is outstanding."""
+        extra = {"final": True} if final else {}
+        self.emit(SAMPLER, "invoke", "offsets", {"group": G}, group=G, **extra)
+        seen = dict(self.committed)
+        if self.late and self.rng.random() < 0.5:
+            self.committed.update(self.late.pop(0))
+        if not final and self.joined and self.rng.random() < 0.3:
+            self.commit(self.rng.choice(sorted(self.joined)))
+            if self.rng.random() < 0.5:
+                seen = dict(self.committed)
+        self.emit(SAMPLER, "ok", "offsets", {str(q): seen.get(q) for q in range(self.p.partitions)}, group=G,
+                  **extra)
 
     def rebalance(self) -> None:
         """A new generation: the joined members share the partitions at random;
@@ -167,8 +189,10 @@ class GroupSim:
                 self.rebalance()
             elif self.joined and r < 0.45:
                 self.rebalance()
-            elif self.joined and r < 0.65:
+            elif self.joined and r < 0.6:
                 self.commit(self.rng.choice(sorted(self.joined)))
+            elif r < 0.68:
+                self.sample()
             elif self.joined:
                 self.poll(self.rng.choice(sorted(self.joined)))
         d = 100
@@ -177,6 +201,7 @@ class GroupSim:
             self.emit(d + q, "ok", "assign", [q])
             self.emit(d + q, "invoke", "poll", None, drain=True)
             self.emit(d + q, "ok", "poll", {str(q): [[o, v] for o, v in enumerate(self.logs[q])]}, drain=True)
+        self.sample(final=True)
         return self.ops
 
 
@@ -240,4 +265,13 @@ def inject(ops: list[Op], sim: GroupSim, typ: str, rng: random.Random) -> tuple[
         below = a.start - 1
         first["value"][str(a.partition)].insert(0, [below, sim.logs[a.partition][below]])
         return ops, a.partition
+    if typ == "phantom-commit":
+        # a read (not the first) shows an offset for a partition no commit ever asked for
+        samples = [o for o in ops if o["f"] == "offsets" and o["type"] == "ok"]
+        if len(samples) < 2:
+            return None
+        o = rng.choice(samples[1:])
+        q = rng.choice(sorted(o["value"]))
+        o["value"][q] = 10_000 + rng.randrange(100)
+        return ops, int(q)
     raise ValueError(typ)

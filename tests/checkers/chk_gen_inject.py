@@ -51,7 +51,7 @@ def _fresh_process(ops: list[Op]) -> int:
 
 # Anomaly types other generators inject (chk_gen_groups: consumer groups); these
 # histories have no place for them, and the properties here leave them out.
-ELSEWHERE = ("commit-backwards", "lost-consumption", "redelivery")
+ELSEWHERE = ("commit-backwards", "lost-consumption", "redelivery", "phantom-commit")   # chk_gen_groups
 ELSEWHERE += TXN_TYPES      # chk_gen_txn: transactions
 ELSEWHERE += ("lost-share-record", "share-accepted-redelivered", "share-not-redelivered",
               "share-double-delivery", "share-count-decrease")     # chk_gen_share: share groups

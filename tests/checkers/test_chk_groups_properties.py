@@ -90,7 +90,7 @@ def test_long_groups_agree_and_detect_every_kind(spark: Any, tmp_path: Path) -> 
         cases = [(GParams(seed=rng.randrange(2**32), partitions=rng.randint(1, 3), members=rng.randint(1, 3),
                           steps=rng.randint(5, 80), cooperative=rng.random() < 0.5,
                           p_info_commit=rng.choice([0.0, 0.2])),
-                  None if (done + j) % 4 == 0 else GROUP_TYPES[(done + j) % 3], rng.randrange(2**16))
+                  None if (done + j) % 5 == 0 else GROUP_TYPES[(done + j) % len(GROUP_TYPES)], rng.randrange(2**16))
                  for j in range(n)]
         compare_batch(spark, [build(c) for c in cases], tmp_path / f"batch{done}.parquet", seen)
         done += n
