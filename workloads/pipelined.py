@@ -152,18 +152,23 @@ class PipelinedProducer(SendPump):
                 stop: Callable[[], bool]) -> tuple[float, int, int] | None:
         """A replay's pump (harness/replay.py): send each ``(at, partition,
         value)`` at monotonic time ``at``, or as soon after as a slot frees up,
-        serving reports while it waits, until they run out or ``stop()``.
-        Returns the message taken but not sent when stopped (the caller hands
-        it back for the next round), else None."""
-        for item in messages:
-            at, partition, value = item
-            while (wait := at - time.monotonic()) > 0:
+        serving reports while it waits, until they run out or ``stop()``. The
+        messages due by then go together, as many as slots are free (as
+        ``pump`` hands them over). Returns the message taken but not sent when
+        stopped (the caller hands it back for the next round), else None."""
+        held = next(messages, None)
+        while held is not None:
+            while (wait := held[0] - time.monotonic()) > 0:
                 if stop():
-                    return item
+                    return held
                 self.serve(min(0.01, wait))
             if stop() or not self.wait_for_slot(stop):
-                return item
-            self.send(partition, value)
+                return held
+            batch, now = [], time.monotonic()
+            while held is not None and held[0] <= now and len(batch) < len(self._free):
+                batch.append((held[1], held[2]))
+                held = next(messages, None)
+            self.send_many(batch)
             self.serve(0)
         return None
 
