@@ -36,6 +36,7 @@ def _offsets_reads(ops: list[dict]) -> list[dict]:
     return reads
 
 
+@pytest.mark.long   # a whole run (~60 s); the suite's migration run below runs the consumer protocol too
 def test_consumer_protocol_run_is_valid_with_its_committed_offsets_read(tmp_path: Path):
     outcome, ops = _run(tmp_path, "consumer-group-848.toml")
     assert outcome.exit_code == 0, outcome.verdict

@@ -1,15 +1,25 @@
 """Whole transactions runs on real clusters: committed writes are read back,
-aborted ones never are; client crashes hand each worker to new processes."""
+aborted ones never are, and every transaction settles from Kafka's own
+end-transaction markers; client crashes hand each worker to new processes.
+
+The fault-free run is shared by the tests that read it (one run, not one per
+test: the suite's time is mostly whole runs).
+
+With ``KCHAOS_CAPTURE_DUMPS=<dir>`` the fault-free run also keeps DumpLogSegments'
+raw ``--print-data-log`` output per node there: tests/broker/fixtures/txn_data_dump.txt
+was cut from such a capture (Kafka 4.3.1).
+"""
 from __future__ import annotations
 
 import json
 import os
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pytest
 
+from checkers.kafka_record import ABORT, ABSENT, COMMIT, load_records, txn_outcome
 from history.ops import TXN, poll_reads, read_history, txn_micro_ops
 
 pytestmark = pytest.mark.cluster
@@ -40,15 +50,41 @@ def harness_errors(run_dir: Path) -> list[str]:
     return [line for line in log.splitlines() if "Traceback" in line]
 
 
-def test_fault_free_transactions_commit_and_abort_as_recorded(tmp_path):
+def keep_raw_dumps(monkeypatch: pytest.MonkeyPatch, into: Path) -> None:
+    """Write each data dump's text into ``into`` as the runner's teardown reads it."""
+    import broker.log_dump as log_dump
+    real_run = log_dump._run
+
+    def run(node, argv, what, *args, **kw):
+        text = real_run(node, argv, what, *args, **kw)
+        if "--print-data-log" in argv:
+            (into / f"{node.name}.txt").write_text(text)
+        return text
+
+    into.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setattr(log_dump, "_run", run)
+
+
+@pytest.fixture(scope="module")
+def fault_free_txn_run(tmp_path_factory):
+    """One fault-free transactional run, read_committed, with enough aborts by
+    choice that some aborted writes reach the log: (config, outcome, history)."""
     from harness.run_config import RunConfig, WorkloadConfig, validate
     from harness.runner import Runner
-    from tests.harness.test_run import run_containers
-    cfg = RunConfig(name="txnfree", seed=2024, time_limit=30, rate=60, concurrency=3, store=str(tmp_path),
-                    workload=WorkloadConfig(transactions=True, abort_probability=0.2, send_fraction=0.6),
+    cfg = RunConfig(name="txnfree", seed=2024, time_limit=30, rate=60, concurrency=3,
+                    store=str(tmp_path_factory.mktemp("txnfree")),
+                    workload=WorkloadConfig(transactions=True, abort_probability=0.3, send_fraction=0.7),
                     consumer={"isolation.level": "read_committed"})
-    outcome = Runner(validate(cfg)).execute()
-    ops = list(read_history(outcome.run_dir / "history.jsonl"))
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        if capture := os.environ.get("KCHAOS_CAPTURE_DUMPS"):
+            keep_raw_dumps(monkeypatch, Path(capture))
+        outcome = Runner(validate(cfg)).execute()
+    return cfg, outcome, list(read_history(outcome.run_dir / "history.jsonl"))
+
+
+def test_fault_free_transactions_commit_and_abort_as_recorded(fault_free_txn_run):
+    from tests.harness.test_run import run_containers
+    cfg, outcome, ops = fault_free_txn_run
     assert outcome.exit_code != 3 and not harness_errors(outcome.run_dir)
 
     txns = txn_completions(ops)
@@ -80,6 +116,44 @@ def test_fault_free_transactions_commit_and_abort_as_recorded(tmp_path):
     assert results["valid"] is not False, {t: a.get("count") for t, a in results.get("anomalies", {}).items()
                                            if a.get("count")}
     assert run_containers(os.getpid(), "txnfree-") == []
+
+
+def test_committed_and_aborted_transactions_settle_from_their_markers(fault_free_txn_run):
+    """Every committed transaction's writes settle "commit" from the replicas'
+    logs (``checkers.kafka_record.txn_outcome``), every transaction aborted by
+    choice "abort" wherever its writes reached the log."""
+    _, outcome, history = fault_free_txn_run
+    assert outcome.exit_code != 3
+    ops = txn_completions(history)
+    rr = load_records(outcome.run_dir, None)
+    replicas = [r for rs in rr.replicas.values() for r in rs]
+    assert replicas and all(r.txn_readable for r in replicas), rr.notes
+
+    def settle(op: dict) -> list[tuple[int, int, object]]:
+        return [(p, v, txn_outcome(rr, p, v)) for p, _, v in txn_micro_ops(op["value"], "t")[0]]
+
+    committed = [o for o in ops if o["type"] == "ok"]
+    aborted = [o for o in ops if o["type"] == "fail" and o.get("abort")]
+    committed_values = [s for o in committed for s in settle(o)]
+    aborted_values = [s for o in aborted for s in settle(o)]
+    other_values = [s for o in ops if o not in committed and o not in aborted for s in settle(o)]
+    counts = {"committed txns": len(committed), "aborted txns": len(aborted),
+              "other txns": len(ops) - len(committed) - len(aborted),
+              "committed values": dict(Counter(s.state for _, _, s in committed_values)),
+              "aborted values": dict(Counter(s.state for _, _, s in aborted_values)),
+              "other values": dict(Counter(s.state for _, _, s in other_values)),
+              "markers": dict(Counter(m[3] for r in replicas for m in r.markers or []))}
+    print(f"txn markers on real Kafka: {counts}")
+
+    assert len(committed) >= 5 and len(aborted) >= 2, counts
+    wrong = [(p, v, s) for p, v, s in committed_values if s.state != COMMIT]
+    assert committed_values and not wrong, wrong[:5]
+    wrong = [(p, v, s) for p, v, s in aborted_values if s.state not in (ABORT, ABSENT)]
+    assert not wrong, wrong[:5]
+    assert any(s.state == ABORT for _, _, s in aborted_values), "some aborted write reached the log"
+    # The evidence names the replicas, the value's offset, its producer and the marker.
+    _, _, s = committed_values[0]
+    assert "COMMIT marker at offset" in s.evidence and "(producer " in s.evidence
 
 
 def test_client_crashes_under_kills_move_every_worker_to_new_processes(tmp_path):
