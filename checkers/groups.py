@@ -129,10 +129,33 @@ def _ok_commits(ops: list[PairedOp]) -> dict[tuple[str, int], list[tuple[PairedO
     return out
 
 
+def _info_commits(ops: list[PairedOp]) -> tuple[dict[tuple[str, int], list[tuple[int, int]]], dict[str, int]]:
+    """The info commits, which may take effect at any time after their invoke:
+    ({(group, partition): [(invoke time, asked offset)] by invoke time}, {group:
+    the first invoke time of one that asked for unknown offsets (the positions)})."""
+    asked: dict[tuple[str, int], list[tuple[int, int]]] = defaultdict(list)
+    anyp: dict[str, int] = {}
+    for op in ops:
+        if op.client and op.f == COMMIT and op.type == "info" and op.group is not None:
+            offs = commit_offsets(op.type, op.committed, op.value)
+            if offs is None:
+                anyp[op.group] = min(anyp.get(op.group, op.invoke_time), op.invoke_time)
+            for p, off in (offs or {}).items():
+                asked[(op.group, p)].append((op.invoke_time, off))
+    for lst in asked.values():
+        lst.sort()
+    return asked, anyp
+
+
 def check_commit_backwards(ops: list[PairedOp], settings: Settings) -> Finding:
     """Per group and partition, an ok commit B invoked after an ok commit A
-    completed, with offset(B) < offset(A). The witness A: the highest such
-    offset, then the earliest completion, then the least id. Order (partition, B id)."""
+    completed, with offset(B) < offset(A), unless an info commit of the group
+    invoked before B asked for offset(B) or less, or for unknown offsets: Kafka
+    orders no two commits sent on different connections, so that one may have
+    landed after A, and B's member resumed from it (as redelivery allows). The
+    witness A: the highest such offset, then the earliest completion, then the
+    least id. Order (partition, B id)."""
+    info, anyp = _info_commits(ops)
     items = []
     for (g, p), commits in _ok_commits(ops).items():
         done = sorted(commits, key=lambda c: (c[0].time, c[0].id))      # by completion
@@ -140,11 +163,16 @@ def check_commit_backwards(ops: list[PairedOp], settings: Settings) -> Finding:
         best: list[tuple[int, int, int]] = []       # best[i]: least (-offset, time, id) of done[:i+1]
         for a, oa in done:
             best.append(min(best[-1], (-oa, a.time, a.id)) if best else (-oa, a.time, a.id))
+        late = info.get((g, p), [])
         for b, ob in commits:
             i = bisect.bisect_left(times, b.invoke_time)     # done[:i] completed before b was invoked
-            if i and -best[i - 1][0] > ob:
-                noa, _, aid = best[i - 1]
-                items.append(((p, b.id), Witness(p, [-noa, ob], [], [aid, b.id], extra={"group": g})))
+            if not i or -best[i - 1][0] <= ob:
+                continue
+            if anyp.get(g, b.invoke_time) < b.invoke_time or any(
+                    t < b.invoke_time and o <= ob for t, o in late):
+                continue
+            noa, _, aid = best[i - 1]
+            items.append(((p, b.id), Witness(p, [-noa, ob], [], [aid, b.id], extra={"group": g})))
     return _finding(items, settings)
 
 

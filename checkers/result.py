@@ -132,7 +132,8 @@ DESCRIPTIONS: dict[str, str] = {
     "elr-election": "a partition leader elected from its eligible leader replicas (KIP-966): clean by design, "
                     "acks=all writes were refused while the ISR was below min.insync.replicas",
     "commit-backwards": "a consumer group's ok offset commit for a partition, invoked after another ok commit "
-                        "of that partition completed, committed a lower offset",
+                        "of that partition completed, committed a lower offset (no info commit of the group, which "
+                        "may have landed late, explains it)",
     "lost-consumption": "a consumer group committed an offset past a value no member of the group was ever "
                         "delivered",
     "redelivery": "a group member's first read of a partition it was assigned lay below an offset the group "

@@ -189,7 +189,10 @@ class GroupPass:
                                     F.col("a.id").alias("aid"))).alias("a"))
                 .collect())
         by_run: dict[int, list[tuple[tuple[int, int], Witness]]] = defaultdict(list)
+        g = self.gctx
         for r in rows:
+            if self._explained_backwards(r["run"], g.codes[(r["run"], r["group"])], r["p"], r["id"], r["off"]):
+                continue
             by_run[r["run"]].append(((r["p"], r["id"]), Witness(r["p"], [-r["a"]["noff"], r["off"]], [],
                                                                  [r["a"]["aid"], r["id"]],
                                                                  extra={"group": r["group"]})))
@@ -197,6 +200,15 @@ class GroupPass:
             items.sort(key=lambda kw: kw[0])
             self.acc.found[run]["commit-backwards"] = Finding(count=len(items),
                                                               witnesses=[w for _, w in items[: self.k]])
+
+    def _explained_backwards(self, run: int, code: int, p: int, b_id: int, ob: int) -> bool:
+        """An info commit of the group invoked before commit ``b_id`` that asked
+        for ``ob`` or less, or for unknown offsets (groups.check_commit_backwards)."""
+        g = self.gctx
+        inv = next(row[2] for row in g.commits[(run, p)] if row[0] == code and row[1] == b_id)
+        return (any(row[2] < inv for row in g.anyp.get((run, code), ()))
+                or any(row[0] == code and not row[4] and row[2] < inv and row[5] <= ob
+                       for row in g.commits.get((run, p), ())))
 
     def _partitions(self) -> None:
         from pyspark.sql import functions as F

@@ -226,7 +226,19 @@ def inject(ops: list[Op], sim: GroupSim, typ: str, rng: random.Random) -> tuple[
     """A copy of ops with one anomaly of ``typ`` and its partition; None when there is no place for one."""
     ops = copy.deepcopy(ops)
     if typ == "commit-backwards":
-        cands = [q for q, c in sim.ok_committed.items() if c >= 1]
+        # An info commit that asked for the lower offset (or the positions) would explain it
+        # (checkers/groups.check_commit_backwards): only where none did.
+        invokes: dict[int, Op] = {}
+        asked: list[dict[str, int] | None] = []
+        for o in ops:
+            if o["f"] == "commit" and o["type"] == "invoke":
+                invokes[o["process"]] = o
+            elif o["f"] == "commit" and o["type"] == "info" and o.get("group") == G:
+                asked.append(invokes[o["process"]].get("value"))
+        if any(a is None for a in asked):
+            return None
+        cands = [q for q, c in sim.ok_committed.items()
+                 if c >= 1 and all(a.get(str(q), c) > c - 1 for a in asked)]
         if not cands:
             return None
         q = rng.choice(cands)

@@ -53,7 +53,7 @@ def drain(h: History) -> None:
 
 
 def group(*, skip: bool = False, backwards: bool = False, lost: bool = False, redeliver: bool = False,
-          explained: bool = False, tainted: bool = False) -> Callable[[], History]:
+          explained: bool = False, tainted: bool = False, backwards_explained: bool = False) -> Callable[[], History]:
     def build() -> History:
         h = History()
         for v in range(1, 7):
@@ -85,7 +85,9 @@ def group(*, skip: bool = False, backwards: bool = False, lost: bool = False, re
         if not skip:
             commit(h, 5, {0: 4})
         commit(h, 6, {1: 4})
-        if backwards:
+        if backwards_explained:
+            commit(h, 6, None, type="info", asked={1: 1})  # timed out: may land after the commit of 4
+        if backwards or backwards_explained:
             commit(h, 6, {1: 3}, asked={1: 3})
         gpoll(h, 5, {0: [(5, 6)]} if skip else {0: [(4, 5), (5, 6)]})
         if not skip:
@@ -203,6 +205,7 @@ CASES: dict[str, Case] = {
     "eager-rewind": Case(eager_rewind, {}, True, v_mode),
     "eager-rewind-then-back": Case(eager_rewind_then_back, {"nonmonotonic-poll": 1}, False, v_mode),
     "commit-backwards": Case(group(backwards=True), {"commit-backwards": 1}, False, v_backwards),
+    "commit-backwards-explained": Case(group(backwards_explained=True), {}, True),
     "lost-consumption": Case(group(lost=True), {"lost-consumption": 1}, False, v_lost),
     "lost-consumption-unknown": Case(group(tainted=True), {}, "unknown", v_tainted),
     "aborted-gap": Case(aborted_gap, {}, True),

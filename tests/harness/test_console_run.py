@@ -17,8 +17,8 @@ def test_fault_run_keeps_client_library_lines_off_the_console(tmp_path):
     cfg.write_text('name = "quiet"\nseed = 7\n[producer]\nacks = "all"\n"enable.idempotence" = true\n'
                    '[checker]\nengine = "reference"\n')
     proc = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "run", "--config", str(cfg), "--time-limit", "20", "--rate", "60",
-         "--concurrency", "3", "--nemesis", "kill,partition", "--nemesis-interval", "3", "--store", str(tmp_path)],
+        [sys.executable, "-m", "harness.cli", "run", "--config", str(cfg), "--time-limit", "12", "--rate", "60",
+         "--concurrency", "3", "--nemesis", "kill", "--nemesis-interval", "4", "--store", str(tmp_path)],
         capture_output=True, text=True, timeout=900)
     console = proc.stdout + proc.stderr
     assert proc.returncode in (0, 1, 2), console[-3000:]
@@ -27,6 +27,6 @@ def test_fault_run_keeps_client_library_lines_off_the_console(tmp_path):
     # the plain (non-terminal) progress: phases and a line per fault step
     for phase in ("image:", "cluster:", "workload:", "final:", "checks:"):
         assert phase in proc.stderr, proc.stderr
-    assert "fault started: kill" in proc.stderr or "fault started: partition" in proc.stderr, proc.stderr
+    assert "fault started: kill" in proc.stderr, proc.stderr   # seed 7 plans one kill and its restart
     logged = (tmp_path / "quiet" / "latest" / "kchaos.log").read_text()
     assert "kchaos.librdkafka" in logged and any(m in logged for m in ("Connect to", "FAIL [")), logged[-2000:]

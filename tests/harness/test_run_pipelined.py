@@ -16,7 +16,8 @@ def test_pipelined_idempotent_run_under_kills_keeps_many_sends_in_flight_and_is_
     from harness.run_config import RunConfig, WorkloadConfig, NemesisConfig, validate
     from harness.runner import Runner
     from tests.harness.test_run import run_containers, run_networks
-    cfg = RunConfig(name="pipelined", seed=4242, time_limit=40, rate=1500, concurrency=2, store=str(tmp_path),
+    # 25 s of seed 4242: one kill and its restart, and three client crashes (harness/schedule.py)
+    cfg = RunConfig(name="pipelined", seed=4242, time_limit=25, rate=1500, concurrency=2, store=str(tmp_path),
                     workload=WorkloadConfig(producer="pipelined", in_flight=5, send_fraction=0.8,
                                             crash_interval=12),
                     nemesis=NemesisConfig(faults=["kill"], interval=8),
