@@ -1,7 +1,8 @@
 """Shared fixtures: a real Kafka cluster in real containers.
 
-One 3-node cluster per test session (per xdist worker), named after the pid so
-concurrent sessions never collide; tests that break it must repair it.
+One 3-node cluster per test session (per xdist worker: only the worker that runs
+the cluster group starts one), named after the pid so concurrent sessions never
+collide; tests that break it must repair it.
 """
 from __future__ import annotations
 
@@ -13,6 +14,17 @@ import pytest
 
 def pytest_configure(config):
     os.environ.setdefault("KCHAOS_LOG_LEVEL", "WARNING")
+
+
+@pytest.hookimpl(tryfirst=True)   # before pytest-xdist reads the groups off the items
+def pytest_collection_modifyitems(config, items):
+    """The cluster tests are one pytest-xdist group: ``./run-tests`` runs them one
+    after another on one worker (one cluster at a time on this machine's two cores:
+    whole runs are timing-sensitive and share Docker), and everything else beside
+    them on the other worker."""
+    for item in items:
+        if item.get_closest_marker("cluster"):
+            item.add_marker(pytest.mark.xdist_group("cluster"))
 
 
 @pytest.fixture(scope="session")
