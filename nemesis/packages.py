@@ -16,6 +16,7 @@ records the resolved nodes in the completed op.
 from __future__ import annotations
 
 import logging
+import math
 import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
@@ -205,6 +206,13 @@ def build_packages(names: Iterable[str]) -> list[FaultPackage]:
     return out
 
 
+def _step_time(t: float, time_limit_s: float) -> float:
+    """A step's time to the millisecond, never rounded up to the time limit or past it
+    (a step at the limit would never run: the workload ends there)."""
+    at = round(t, 3)
+    return at if at < time_limit_s else math.floor(t * 1000) / 1000
+
+
 def plan(packages: Sequence[FaultPackage], time_limit_s: float, interval_s: float,
          rng: random.Random, budget: Budget | None = None) -> list[tuple[float, Op]]:
     """The fault timeline: (seconds since the workload started, op), sorted.
@@ -243,7 +251,7 @@ def plan(packages: Sequence[FaultPackage], time_limit_s: float, interval_s: floa
             break
         pkg = packages[rng.randrange(len(packages))]
         if pkg.name in active:
-            out.append((round(t, 3), active.pop(pkg.name)[0]))
+            out.append((_step_time(t, time_limit_s), active.pop(pkg.name)[0]))
             quiet_until = t + (budget.recovery_s if budget else 0.0)
             continue
         start = pkg.draw_start(rng, t, time_limit_s)
@@ -253,7 +261,7 @@ def plan(packages: Sequence[FaultPackage], time_limit_s: float, interval_s: floa
             cost = op_costs(start, budget)
             costly = [name for name, (_, c) in active.items() if any(c)]
             if not fits(budget, held, cost) and costly:
-                out.append((round(t, 3), active.pop(costly[0])[0]))  # make room instead
+                out.append((_step_time(t, time_limit_s), active.pop(costly[0])[0]))  # make room instead
                 quiet_until = t + budget.recovery_s
                 continue
             for _ in range(REDRAWS):
@@ -267,12 +275,12 @@ def plan(packages: Sequence[FaultPackage], time_limit_s: float, interval_s: floa
                 t = quiet_until
                 if t >= time_limit_s:
                     break
-        out.append((round(t, 3), start))
+        out.append((_step_time(t, time_limit_s), start))
         active[pkg.name] = (pkg.stop_op(), cost)
     last = out[-1][0] if out else 0.0
     pending = [stop for stop, _ in active.values()]
     for i, op in enumerate(pending, start=1):
-        out.append((round(last + (time_limit_s - last) * i / (len(pending) + 1), 3), op))
+        out.append((_step_time(last + (time_limit_s - last) * i / (len(pending) + 1), time_limit_s), op))
     return sorted(out + scenario_ops, key=lambda step: step[0])
 
 
