@@ -181,6 +181,8 @@ class PlannedMovesNemesis:
         self.shut_down: set[str] = set()
         # partition -> (topic, replicas before the move, the target asked for)
         self.reassigned: dict[int, tuple[str, list[int], list[int]]] = {}
+        # old leaders of the moves not yet ended: end-move names them, so it closes their fault intervals
+        self.moved: set[str] = set()
 
     def setup(self, ctx: NemesisContext) -> None:
         self.ctx = ctx
@@ -202,6 +204,7 @@ class PlannedMovesNemesis:
         for key in ("seed", "partition_index"):
             if value.get(key) is not None:
                 out[key] = value[key]
+        self.moved.add(f"n{state.leader}")
         if f == ELECT_PREFERRED:
             order = preferred_order(state.replicas, state.leader, state.isr)
             out["replicas"] = order
@@ -250,7 +253,11 @@ class PlannedMovesNemesis:
             except Exception as exc:  # noqa: BLE001 - reported per partition, the rest still undone
                 errors[f"partition {p}"] = f"{type(exc).__name__}: {exc}"
         self.reassigned.clear()
-        out.setdefault("nodes", sort_nodes(node_names(self.ctx.cluster)) if value.get("target") == "all" else [])
+        named = set(out.get("nodes", ())) | self.moved
+        if value.get("target") == "all":
+            named |= set(node_names(self.ctx.cluster))
+        out["nodes"] = sort_nodes(named)
+        self.moved.clear()
         return out, errors
 
     def teardown(self) -> None:

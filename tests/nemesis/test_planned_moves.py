@@ -9,7 +9,7 @@ from types import SimpleNamespace
 import pytest
 
 from broker.cluster import PartitionState
-from history.fault_intervals import fault_boundary
+from history.fault_intervals import fault_boundary, fault_intervals, nemesis_ops
 from nemesis import operations as O
 from nemesis import packages as P
 from nemesis.protocol import NemesisContext
@@ -170,6 +170,11 @@ def test_reassignment_moves_the_leader_off_and_end_move_cancels_and_restores(nem
     assert cluster.files[-1]["partitions"][0]["replicas"] == [1, 2, 3]
     assert end["value"]["restore"]["0"].startswith("exit 0") and "error" not in end
     assert fault_boundary(end["f"], end["value"]) == ("stop", "planned-moves")
+    assert end["value"]["nodes"] == ["n1"]  # the moved leader: the end closes the move's interval
+    intervals = fault_intervals(nemesis_ops([
+        {"process": "nemesis", "type": t, "f": o["f"], "time": i, "value": o["value"]}
+        for i, (o, t) in enumerate([(done, "invoke"), (done, "info"), (end, "invoke"), (end, "info")])]))
+    assert len(intervals) == 1 and intervals[0].end is not None
 
 
 def test_controlled_shutdown_terms_the_leader_and_end_move_restarts_it(nemesis):
