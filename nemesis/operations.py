@@ -160,8 +160,9 @@ def elect_preferred(ctx: NemesisContext, topic: str, p: int) -> str | None:
     elected, else its error text (e.g. ELECTION_NOT_NEEDED)."""
     # confluent_kafka is imported where a client is made, as broker.cluster does: `kchaos --help` stays light
     from confluent_kafka import ElectionType, TopicPartition
-    future = ctx.cluster.admin().elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, p)],
-                                                request_timeout=30, operation_timeout=20)
+    # no timeout keywords: confluent-kafka 2.16.1's C call takes one fewer argument than its wrapper
+    # passes with both; the admin's socket timeout bounds the request instead
+    future = ctx.cluster.admin(timeout_s=30.0).elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, p)])
     try:
         results = future.result(timeout=40)
     except Exception as exc:  # noqa: BLE001 - Kafka's refusal is the answer to record
@@ -204,7 +205,6 @@ class PlannedMovesNemesis:
         for key in ("seed", "partition_index"):
             if value.get(key) is not None:
                 out[key] = value[key]
-        self.moved.add(f"n{state.leader}")
         if f == ELECT_PREFERRED:
             order = preferred_order(state.replicas, state.leader, state.isr)
             out["replicas"] = order
@@ -220,6 +220,7 @@ class PlannedMovesNemesis:
             self.reassigned[p] = (topic, list(state.replicas), target)
         else:
             out.update(self._shutdown(f"n{state.leader}"))
+        self.moved.add(f"n{state.leader}")
         new = _leader_after(self.ctx, topic, p, state.leader)
         out["new_leader"] = f"n{new}" if new is not None else None
         return completed(op, out, None, action=ACTION_START)
