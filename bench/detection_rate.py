@@ -40,7 +40,7 @@ SCENARIOS = ("unclean-election", "acks1-isolated-leader", "safe", "clock-skew", 
              "power-loss-all-control", "power-loss-elr", "client-cut-leader")
 EXPECTED = {"unclean-election": False, "acks1-isolated-leader": False, "safe": True, "elr-election": True,
             "power-loss-all": False, "power-loss-all-control": True, "power-loss-elr": True,
-            "client-cut-leader": True}
+            "client-cut-leader": True, "planned-moves-acks1": False, "planned-moves": True}
 
 
 def first_fault_to_first_loss(run_dir: Path, results: dict[str, Any]) -> float | None:

@@ -1,11 +1,13 @@
 """Checks of the [nemesis] keys that hold lists of tables: an explicit plan
 (``steps``, written by kchaos shrink and replay) and the protocol proxy's rules
-(``proxy``). Each bad entry is one line naming it (exit 64), before anything starts."""
+(``proxy``), and what the planned-moves package needs. Each bad entry is one
+line naming it (exit 64), before anything starts."""
 from __future__ import annotations
 
 from typing import Any
 
 from infra.errors import UsageError
+from nemesis.operations import MOVES, PLANNED_MOVES
 from nemesis.packages import nemeses_of
 from nemesis.proxy_rules import parse_rules
 
@@ -38,3 +40,19 @@ def validate_proxy(cfg: Any) -> None:
         raise UsageError('[[nemesis.proxy]] rules need the "proxy" fault in [nemesis] faults to arm them')
     if armed and not cfg.nemesis.proxy:
         raise UsageError('the "proxy" fault needs at least one [[nemesis.proxy]] rule')
+
+
+def validate_planned_moves(cfg: Any, packages: list) -> None:
+    """Planned moves hand a partition's leadership to a follower: a topic with
+    one replica has none, so every move would fail; and they act on a leader,
+    so a step naming another target cannot work."""
+    if PLANNED_MOVES not in {p.name for p in packages}:
+        return
+    if cfg.workload.replication_factor < 2:
+        raise UsageError(f"planned-moves moves a partition's leadership to a follower; replication factor "
+                         f"{cfg.workload.replication_factor} leaves none (set [workload] replication_factor >= 2)")
+    for i, step in enumerate(cfg.nemesis.steps, start=1):
+        target = (step.get("value") or {}).get("target", "leader")
+        if step.get("f") in MOVES and target != "leader":
+            raise UsageError(f"nemesis.steps[{i}]: {step['f']} acts on a partition's leader "
+                             f"(target 'leader'), got target {target!r}")

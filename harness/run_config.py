@@ -22,7 +22,7 @@ from infra.kafka_versions import features
 from infra.tomlfile import load_toml
 from harness.layout_config import validate_layout
 from harness.workload_checks import validate_client, validate_group, validate_share, validate_transactions
-from harness.nemesis_config import validate_proxy, validate_steps
+from harness.nemesis_config import validate_planned_moves, validate_proxy, validate_steps
 from nemesis.packages import build_packages, nemeses_of
 from workloads.kinds import WorkloadKind, kind_of, workload_names
 
@@ -291,6 +291,7 @@ def validate(cfg: RunConfig) -> RunConfig:
                              f"{', '.join(moved)} set")
         nemeses_of(packages)      # packages whose nemeses claim the same op cannot run together
         validate_steps(cfg, packages)
+        validate_planned_moves(cfg, packages)
     elif cfg.nemesis.steps:
         raise UsageError("nemesis.steps needs nemesis.faults: the fault packages that carry the steps out")
     validate_proxy(cfg)

@@ -6,7 +6,8 @@ talks to Docker or SSH directly.
 
 Modules: ``core`` (the Nemesis protocol, NemesisContext, composition, target
 resolution), ``topology`` (pure networkx topologies, grudges, DROP rules),
-``partition``, ``process`` (kill and pause), ``clock``, ``netem``, ``budget``
+``partition``, ``process`` (kill and pause), ``clock``, ``netem``, ``operations``
+(planned leader moves), ``budget``
 (the fault budget of plans), ``packages`` (fault packages, ``plan``,
 ``build_nemesis``, ``heal_all``), ``scenarios``. The
 ``kchaos nemesis`` command is ``harness.nemesis_cli``.
@@ -62,6 +63,16 @@ start-netem        netem        invoke: target keys as kill, ``links`` (all | pe
                                 [destination addresses]}, the shape, ``mechanism`` {node:
                                 "netem" | "iptables"}, ``delayer_pid`` {node: pid}.
 stop-netem         netem        ``nodes``: every node healed (our qdiscs, chains, delayers removed).
+elect-preferred    planned-     invoke: ``target`` leader, ``partition``/``partition_index``.
+                   moves        an in-sync follower made preferred, then a preferred election.
+                                completed: ``leader``, ``new_leader``, ``replicas_before``,
+                                ``replicas``, ``reorder``, ``election`` (Kafka's answers).
+reassign-partition planned-     as elect-preferred; reassigns the partition off its leader:
+                   moves        ``replicas``, ``reassign`` (the tool's answer).
+controlled-        planned-     as elect-preferred; SIGTERM to the leader's broker, waited for:
+shutdown           moves        ``exit_s``, ``forced``.
+end-move           planned-     restarts shut-down brokers, cancels and undoes reassignments:
+                   moves        ``restarted``, ``cancel``, ``restore`` (nemesis.operations).
 =================  ===========  ============================================================
 
 A nemesis op whose action failed on some nodes completes with

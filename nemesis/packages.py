@@ -25,7 +25,7 @@ from broker.cluster import KafkaCluster
 from broker.lifecycle import PROCESS_PATTERN
 from infra.errors import UsageError
 from infra.node import Node, shell_join
-from nemesis import clock, netem, partition, power, process
+from nemesis import clock, netem, operations, partition, power, process
 from nemesis.budget import Budget, Cost, fits, op_costs
 from nemesis.protocol import ComposedNemesis, Nemesis, NemesisContext, Op, compose, each, node_names
 from nemesis.proxy_nemesis import ProxyPackage
@@ -114,6 +114,16 @@ def _draw_client_cut_leader(rng: random.Random, t: float, time_limit_s: float) -
                                                       "partition_index": rng.randrange(INDEX_RANGE)}}
 
 
+PLANNED_MOVE_WEIGHTS = ((operations.ELECT_PREFERRED, 1), (operations.REASSIGN, 1), (operations.CONTROLLED_SHUTDOWN, 1))
+
+
+def _draw_planned_move(rng: random.Random, t: float, time_limit_s: float) -> Op:
+    """One planned leader move (nemesis.operations) of a partition's leader."""
+    return {"f": _weighted(rng, PLANNED_MOVE_WEIGHTS),
+            "value": {"fault": operations.PLANNED_MOVES, "target": "leader",
+                      "partition_index": rng.randrange(INDEX_RANGE)}}
+
+
 def _draw_power(rng: random.Random, t: float, time_limit_s: float) -> Op:
     return {"f": power.POWER_LOSS, "value": {"fault": power.FAULT, **_target(rng)}}
 
@@ -173,6 +183,11 @@ BY_NAME_ONLY: dict[str, FaultPackage] = {
     "power-loss": FaultPackage(
         "power-loss", "#5c940d", (power.POWER_LOSS,), power.POWER_ON, power.PowerLossNemesis, _draw_power,
         ({"f": power.POWER_ON, "value": {"fault": power.FAULT, "target": "all"}},)),
+    # Leader moves an operator makes on purpose (KAFKA-20554): a finding of their own under acks=1.
+    "planned-moves": FaultPackage(
+        "planned-moves", "#862e9c", operations.MOVES, operations.END_MOVE, operations.PlannedMovesNemesis,
+        _draw_planned_move, ({"f": operations.END_MOVE, "value": {"fault": operations.PLANNED_MOVES,
+                                                                  "target": "all"}},)),
     # The protocol proxy's rules ([[nemesis.proxy]]), armed for the whole workload.
     "proxy": ProxyPackage(),  # type: ignore[dict-item]  # plans itself, as scenario packages do
 }
