@@ -162,7 +162,8 @@ def elect_preferred(ctx: NemesisContext, topic: str, p: int) -> str | None:
     from confluent_kafka import ElectionType, TopicPartition
     # no timeout keywords: confluent-kafka 2.16.1's C call takes one fewer argument than its wrapper
     # passes with both; the admin's socket timeout bounds the request instead
-    future = ctx.cluster.admin(timeout_s=30.0).elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, p)])
+    admin = ctx.cluster.admin(timeout_s=30.0)   # held until the answer: a collected client destroys its request
+    future = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, p)])
     try:
         results = future.result(timeout=40)
     except Exception as exc:  # noqa: BLE001 - Kafka's refusal is the answer to record

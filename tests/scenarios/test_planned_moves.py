@@ -26,6 +26,9 @@ def test_planned_moves_run_heal_and_stay_valid_with_acks_all(tmp_path):
     from harness.runner import Runner
     cfg = load(EXAMPLES / "planned-moves.toml")
     cfg.time_limit, cfg.store, cfg.seed, cfg.keep_cluster = 15, str(tmp_path), 31, True
+    # Paced batch sends, not the example's unpaced pipelined ones: hundreds of thousands of
+    # messages in 15 s took minutes to read back from the replicas, and the moves are the point.
+    cfg.workload.producer, cfg.workload.in_flight, cfg.concurrency = "batch", 1, 4
     cfg.nemesis.steps = [{"at": at, "f": f, "value": {"fault": "planned-moves", "target": "leader", "partition": 0}
                           if f != "end-move" else {"fault": "planned-moves"}} for at, f in STEPS]
     assert cfg.producer["acks"] == "all"
