@@ -265,9 +265,9 @@ class SharePass:
         self._count_uncertain(excused.select("run", "p", "o", "pid").distinct()
                               .join(down.select("run", "p", "o", "pid"), ["run", "p", "o", "pid"], "left_anti"), F)
         out = None
-        for typ, found in (("share-double-delivery", pairs.filter(
-                               (F.col("qa") != F.col("q")) & F.col("hold").isNotNull() & (F.col("pt") <= F.col("hold")))),
-                           ("share-count-decrease", down)):
+        double = pairs.filter((F.col("qa") != F.col("q")) & F.col("hold").isNotNull()
+                              & (F.col("pt") <= F.col("hold")))
+        for typ, found in (("share-double-delivery", double), ("share-count-decrease", down)):
             first = (found.groupBy("run", "p", "o", "pid", "v", "c")
                      .agg(F.min(F.struct("pa", "ca")).alias("a")))
             extra = F.to_json(F.struct(F.array("a.ca", "c").alias("delivery_counts")))
