@@ -313,6 +313,10 @@ def unknown_reasons(rf: RunFindings, anomalies: dict[str, dict[str, Any]], error
         out.append(f"{rf.stats['unknown_share']} acknowledged record(s) were never accepted or archived by the "
                    f"share group, and the run's end cannot say they are lost: "
                    f"{(rf.stats.get('share') or {}).get('end_why') or 'no share-end recorded'}")
+    if rf.stats.get("unknown_share_counts"):    # checkers/share.py
+        out.append(f"{rf.stats['unknown_share_counts']} share delivery count(s) did not go up between two "
+                   "deliveries while a share-partition leader may have changed (a fault, or less than 300 s "
+                   "after one): Kafka does not persist a count on acquisition, so a new leader may repeat it")
     if rf.stats.get("unknown_offset_changes"):     # checkers/committed_offsets.py
         out.append(f"{rf.stats['unknown_offset_changes']} change(s) of a group's committed offset only a commit "
                    "of unknown offsets (an info commit of the consumer's positions) could explain")

@@ -31,6 +31,14 @@ Terms (the ops are the history contract's: ``history.ops``, share-group ops):
 ``share-subscribe``; without one the checks that need them find nothing.
 The run's end (``share-end``) says whether unsettled records are lost; when
 it is absent or says not complete they are counted in stats ``unknown_share``.
+
+A delivery count is Kafka's promise only while the share-partition leader
+stays: acquisition is never written to the share coordinator, so a new leader
+starts every record from its last persisted count (docs/design.md, "Share
+groups", what Kafka promises). A count that does not go up between two
+deliveries across a time when the leader may have changed (a fault in force,
+or healed less than ``LEADER_REBALANCE_NS`` before) is counted in stats
+``unknown_share_counts`` instead of as an anomaly.
 """
 from __future__ import annotations
 
@@ -38,6 +46,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any
 
+from history.fault_intervals import NemesisOp, fault_intervals
 from history.ops import (ACCEPT, REJECT, RELEASE, SEND, SHARE_ACK, SHARE_ACKED, SHARE_COMMIT, SHARE_END,
                          SHARE_POLL, SHARE_SUBSCRIBE, send_messages, share_deliveries, share_marks)
 from history.paired import PairedOp
@@ -48,6 +57,11 @@ SHARE_TYPES = ("lost-share-record", "share-accepted-redelivered", "share-not-red
                "share-double-delivery", "share-count-decrease")
 UNKNOWN_SHARE_STAT = "unknown_share"        # stats: unsettled records the run's end cannot judge
 EXPIRY_MARGIN_NS = 2_000_000_000            # the broker's lock timer runs late by up to this much
+UNKNOWN_COUNT_STAT = "unknown_share_counts"  # stats: counts that did not go up across a possible leader change
+# After a fault heals, the controller's preferred-leader election (leader.imbalance.check.interval.seconds,
+# 300 s by default) may move a partition's leadership back to the returned broker: a leader change no
+# nemesis op marks.
+LEADER_REBALANCE_NS = 300 * 1_000_000_000
 SENDING = (SHARE_POLL, SHARE_COMMIT)
 # Completions without an invoke: a member's answers (written after the op, or after its close) and
 # the share drain's end do not bound when the member closed.
@@ -79,6 +93,19 @@ class ShareFacts:
     answers: list[tuple[PairedOp, str, int, int]]   # share-acked events: (op, kind, partition, offset)
     marks: list[tuple[PairedOp, str, int, int]]     # ok share-acks: (op, kind, partition, offset)
     acked_sends: list[tuple[int, int, int, PairedOp]]   # (partition, offset, value, send op)
+    leader_windows: list[tuple[int, int | None]]        # leader_change_windows of the run's faults
+
+
+def leader_change_windows(nemesis: list[NemesisOp]) -> list[tuple[int, int | None]]:
+    """(from, until) ns: the times a share-partition leader may have changed, one per fault
+    interval, from its start until ``LEADER_REBALANCE_NS`` after its end (None: never ended)."""
+    return [(iv.start_time, None if iv.end_time is None else iv.end_time + LEADER_REBALANCE_NS)
+            for iv in fault_intervals(nemesis)]
+
+
+def leader_may_change(windows: list[tuple[int, int | None]], lo: int, hi: int) -> bool:
+    """Whether a leader change may lie between ``lo`` and ``hi`` (ns)."""
+    return any(start <= hi and (until is None or until >= lo) for start, until in windows)
 
 
 def _ns(x: Any) -> int:
@@ -91,6 +118,8 @@ def gather(ops: list[PairedOp]) -> ShareFacts | None:
     if not share:
         return None
     by_inv = sorted(ops, key=lambda o: o.invoke_index)
+    nemesis = [NemesisOp(index=o.invoke_index, invoke_time=o.invoke_time, time=o.time, f=o.f, value=o.value,
+                         error=o.error) for o in by_inv if o.role == "nemesis"]
     lock_ns = limit = None
     complete, why = None, None
     deliveries: list[Delivery] = []
@@ -147,7 +176,7 @@ def gather(ops: list[PairedOp]) -> ShareFacts | None:
     if limit is not None:
         settled |= {(d.partition, d.offset) for d in deliveries if d.count >= limit}
     return ShareFacts(deliveries, lock_ns, limit, complete, why, hold_end, expired_at, settled, answers, marks,
-                      acked_sends)
+                      acked_sends, leader_change_windows(nemesis))
 
 
 def _first(items: list[tuple[tuple, Witness]], k: int) -> Finding:
@@ -205,6 +234,7 @@ def check_share(ops: list[PairedOp], settings: Settings) -> tuple[dict[str, Find
                 released.append((mine[-1], _ns(ans.time), ans))
     released += [(i, t, ds[i].poll) for i, t in facts.expired_at.items()]
     seen: set[int] = set()
+    uncertain_counts = 0        # counts that did not go up across a possible leader change
     for i, _at, evidence in sorted(released, key=lambda r: (r[0], r[2].invoke_index)):
         d = ds[i]
         if i in seen or (facts.limit is not None and d.count >= facts.limit):
@@ -215,6 +245,9 @@ def check_share(ops: list[PairedOp], settings: Settings) -> tuple[dict[str, Find
         after = sorted((j for j in of[(d.partition, d.offset)] if _ns(ds[j].poll.time) > _ns(d.poll.time)),
                        key=lambda j: _ns(ds[j].poll.index))
         if after and ds[after[0]].count > d.count:
+            continue
+        if after and leader_may_change(facts.leader_windows, d.poll.invoke_time, _ns(ds[after[0]].poll.time)):
+            uncertain_counts += 1
             continue
         if not after and not facts.complete:
             continue
@@ -228,6 +261,7 @@ def check_share(ops: list[PairedOp], settings: Settings) -> tuple[dict[str, Find
     for (p, o), idx in of.items():
         flagged_double: set[int] = set()
         flagged_down: set[int] = set()
+        excused_down: set[int] = set()
         for a in idx:
             da = ds[a]
             for b in idx:
@@ -240,14 +274,20 @@ def check_share(ops: list[PairedOp], settings: Settings) -> tuple[dict[str, Find
                     found["share-double-delivery"].append(
                         ((p, o, db.poll.invoke_index), _w(p, o, db.value, [da.poll, db.poll],
                                                           delivery_counts=[da.count, db.count])))
-                if db.count < da.count and b not in flagged_down:
+                if db.count < da.count and b not in flagged_down and leader_may_change(
+                        facts.leader_windows, da.poll.invoke_time, _ns(db.poll.time)):
+                    excused_down.add(b)
+                elif db.count < da.count and b not in flagged_down:
                     flagged_down.add(b)
                     found["share-count-decrease"].append(
                         ((p, o, db.poll.invoke_index), _w(p, o, db.value, [da.poll, db.poll],
                                                           delivery_counts=[da.count, db.count])))
+        uncertain_counts += len(excused_down - flagged_down)
     stats: dict[str, Any] = {"share": {"deliveries": len(ds), "records": len(of), "settled": len(facts.settled),
                                        "end_complete": facts.complete}}
     if unjudged:
         stats[UNKNOWN_SHARE_STAT] = unjudged
         stats["share"]["end_why"] = facts.end_why
+    if uncertain_counts:
+        stats[UNKNOWN_COUNT_STAT] = uncertain_counts
     return {t: _first(found[t], k) for t in SHARE_TYPES}, stats

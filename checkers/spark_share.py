@@ -6,7 +6,8 @@ exploded to one row per record), the marks (ok share-acks) and the answers
 (share-acked events) become DataFrames; each delivery gets its lock window
 from the member's sending ops, and every type is a join over one record's
 (partition, offset). Only the counts and the first ``k`` witnesses per run
-come back to the driver, with the few share-subscribe and share-end ops.
+come back to the driver, with the few share-subscribe and share-end ops and the
+nemesis ops (their leader-change windows go back as a small broadcast table).
 """
 from __future__ import annotations
 
@@ -15,8 +16,11 @@ import logging
 from collections import defaultdict
 from typing import Any, Callable
 
+from history.fault_intervals import NemesisOp
+
 from .common import Finding, Witness
-from .share import EVENTS, EXPIRY_MARGIN_NS, SHARE_TYPES, UNKNOWN_SHARE_STAT
+from .share import (EVENTS, EXPIRY_MARGIN_NS, SHARE_TYPES, UNKNOWN_COUNT_STAT, UNKNOWN_SHARE_STAT,
+                    leader_change_windows)
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +72,8 @@ class SharePass:
         prm = spark.createDataFrame([(r, *params.get(r, (None, None)), ends.get(r, (None, None))[0])
                                      for r in self.runs], "run int, lock long, lim long, complete boolean")
         prm = F.broadcast(prm)
+        self.windows = F.broadcast(self._windows(spark, F))
+        self.uncertain: dict[int, int] = defaultdict(int)
         # deliveries: (run, q process, pid, pinv, pt, p, o, v, c)
         recs = (share.filter((F.col("f") == "share-poll") & (F.col("type") == "ok"))
                 .select("run", F.col("process").alias("q"), F.col("invoke_index").alias("pid"),
@@ -144,12 +150,38 @@ class SharePass:
             if unjudged.get(run):
                 st[UNKNOWN_SHARE_STAT] = unjudged[run]
                 st["share"]["end_why"] = ends.get(run, (None, None))[1]
+            if self.uncertain.get(run):
+                st[UNKNOWN_COUNT_STAT] = self.uncertain[run]
             stats[run] = st
         d.unpersist()
         answers.unpersist()
         marks.unpersist()
         settled.unpersist()
         return stats
+
+    def _windows(self, spark: Any, F: Any) -> Any:
+        """(run, ws, we): share.leader_change_windows of each run's nemesis ops (we null: open)."""
+        by_run: dict[int, list[NemesisOp]] = defaultdict(list)
+        for r in (self.ops().filter((F.col("role") == "nemesis") & F.col("run").isin(self.runs))
+                  .select("run", "invoke_index", "invoke_time", "time", "f", "value", "error")
+                  .orderBy("run", "invoke_index").collect()):
+            by_run[r["run"]].append(NemesisOp(index=r["invoke_index"], invoke_time=r["invoke_time"],
+                                              time=r["time"], f=r["f"], error=r["error"],
+                                              value=json.loads(r["value"]) if r["value"] else None))
+        rows = [(run, ws, we) for run, evs in by_run.items() for ws, we in leader_change_windows(evs)]
+        return spark.createDataFrame(rows, "run int, ws long, we long")
+
+    def _split(self, df: Any, lo: str, hi: str, F: Any) -> tuple[Any, Any]:
+        """(rows no leader change may explain, rows one may): a window of the row's run between
+        its columns ``lo`` and ``hi`` (share.leader_may_change)."""
+        w = self.windows.withColumnRenamed("run", "wrun")
+        on = ((F.col("run") == F.col("wrun")) & (F.col("ws") <= F.col(hi))
+              & (F.col("we").isNull() | (F.col("we") >= F.col(lo))))
+        return df.join(w, on, "left_anti"), df.join(w, on, "left_semi")
+
+    def _count_uncertain(self, df: Any, F: Any) -> None:
+        for r in df.groupBy("run").agg(F.count(F.lit(1)).alias("n")).collect():
+            self.uncertain[r["run"]] += r["n"]
 
     @staticmethod
     def _marks(df: Any, F: Any) -> Any:
@@ -199,7 +231,8 @@ class SharePass:
                 .agg(F.max("pid").alias("pid")).select("run", "pid", "p", "o", "eid"))
         exp = d.filter("expired").select("run", "pid", "p", "o", F.col("pid").alias("eid"))
         cand = (mine.unionByName(exp).groupBy("run", "pid", "p", "o").agg(F.min("eid").alias("eid"))
-                .join(d.select("run", "pid", "p", "o", "pt", "v", "c", "lim", "complete"), ["run", "pid", "p", "o"])
+                .join(d.select("run", "pid", "p", "o", "pinv", "pt", "v", "c", "lim", "complete"),
+                      ["run", "pid", "p", "o"])
                 .filter(F.col("lim").isNull() | (F.col("c") < F.col("lim"))))
         later = d.select(F.col("run").alias("nrun"), F.col("p").alias("np"), F.col("o").alias("no"),
                          F.col("pid").alias("npid"), F.col("pidx").alias("nidx"), F.col("pt").alias("npt"),
@@ -207,10 +240,12 @@ class SharePass:
         on = ((F.col("run") == F.col("nrun")) & (F.col("p") == F.col("np")) & (F.col("o") == F.col("no"))
               & (F.col("npt") > F.col("pt")))
         first = (cand.join(later, on, "left")
-                 .groupBy("run", "pid", "p", "o", "eid", "v", "c", "complete")
-                 .agg(F.min(F.when(F.col("npid").isNotNull(), F.struct("nidx", "npid", "nc"))).alias("n")))
-        bad = first.filter((F.col("n").isNotNull() & (F.col("n.nc") <= F.col("c")))
-                           | (F.col("n").isNull() & F.coalesce("complete", F.lit(False))))
+                 .groupBy("run", "pid", "p", "o", "eid", "pinv", "v", "c", "complete")
+                 .agg(F.min(F.when(F.col("npid").isNotNull(), F.struct("nidx", "npid", "nc", "npt"))).alias("n")))
+        same, excused = self._split(first.filter(F.col("n").isNotNull() & (F.col("n.nc") <= F.col("c")))
+                                    .withColumn("npt_", F.col("n.npt")), "pinv", "npt_", F)
+        self._count_uncertain(excused, F)
+        bad = same.drop("npt_").unionByName(first.filter(F.col("n").isNull() & F.coalesce("complete", F.lit(False))))
         ids = F.concat(F.array("pid"), F.when(F.col("eid") != F.col("pid"), F.array("eid")).otherwise(
             F.array().cast("array<bigint>")), F.when(F.col("n").isNotNull(), F.array("n.npid")).otherwise(
             F.array().cast("array<bigint>")))
@@ -221,15 +256,19 @@ class SharePass:
 
     def _pairs(self, d: Any, F: Any) -> Any:
         a = d.select("run", "p", "o", F.col("q").alias("qa"), F.col("pid").alias("pa"), F.col("pt").alias("ta"),
-                     F.col("c").alias("ca"), F.col("hold"))
+                     F.col("pinv").alias("pinva"), F.col("c").alias("ca"), F.col("hold"))
         b = d.select("run", "p", "o", "q", "pid", "pinv", "pt", "v", "c")
         pairs = (a.join(b, ["run", "p", "o"]).filter((F.col("pinv") >= F.col("ta")) & (F.col("pa") != F.col("pid")))
                  .cache())
+        down, excused = self._split(pairs.filter(F.col("c") < F.col("ca")), "pinva", "pt", F)
+        # a delivery counts as uncertain when every lower-count pair of it has a possible leader change
+        self._count_uncertain(excused.select("run", "p", "o", "pid").distinct()
+                              .join(down.select("run", "p", "o", "pid"), ["run", "p", "o", "pid"], "left_anti"), F)
         out = None
-        for typ, cond in (("share-double-delivery", (F.col("qa") != F.col("q")) & F.col("hold").isNotNull()
-                           & (F.col("pt") <= F.col("hold"))),
-                          ("share-count-decrease", F.col("c") < F.col("ca"))):
-            first = (pairs.filter(cond).groupBy("run", "p", "o", "pid", "v", "c")
+        double = pairs.filter((F.col("qa") != F.col("q")) & F.col("hold").isNotNull()
+                              & (F.col("pt") <= F.col("hold")))
+        for typ, found in (("share-double-delivery", double), ("share-count-decrease", down)):
+            first = (found.groupBy("run", "p", "o", "pid", "v", "c")
                      .agg(F.min(F.struct("pa", "ca")).alias("a")))
             extra = F.to_json(F.struct(F.array("a.ca", "c").alias("delivery_counts")))
             df = self._out(first, typ, ["p", "o", "pid"], F.array("a.pa", "pid"), extra, F)
