@@ -92,7 +92,8 @@ def replica_line(node: str, partition: int, dump: ReplicaDump | None, error: str
             "log_start_offset": dump.log_start_offset if dump else None,
             "log_end_offset": dump.log_end_offset if dump else None,
             "epochs": dump.epochs if dump else None, "records": dump.records if dump else None,
-            "markers": dump.markers if dump else None, "note": dump.note if dump else None, "error": error}
+            "markers": dump.markers if dump else None, "txn_batches": dump.txn_batches if dump else None,
+            "note": dump.note if dump else None, "error": error}
 
 
 def _write_jsonl(path: Path, lines: list[dict]) -> None:
@@ -105,8 +106,11 @@ def _write_jsonl(path: Path, lines: list[dict]) -> None:
 
 def collect_records(kafka_cluster: KafkaCluster, run_dir: Path, topic: str, partitions: int,
                     max_records: int = 200_000) -> dict[str, Any]:
-    """Write ``metadata.jsonl`` and ``replicas.jsonl`` into ``run_dir``; return a summary."""
+    """Write ``metadata.jsonl`` and ``replicas.jsonl`` into ``run_dir``; return a summary.
+    The replicas' header says when the reading began (``read_wall_ms``): a transaction
+    still open then is judged by how long after the workload that was (checkers/hanging.py)."""
     t0 = time.monotonic()
+    read_wall_ms = time.time_ns() // 1_000_000
     parts = list(range(partitions))
     results = parallel(lambda n: _read_node(n, topic, parts, max_records), kafka_cluster.nodes)
     errors: dict[str, str] = {}
@@ -128,7 +132,8 @@ def collect_records(kafka_cluster: KafkaCluster, run_dir: Path, topic: str, part
     run_dir = Path(run_dir)
     _write_jsonl(run_dir / METADATA_FILE, meta)
     _write_jsonl(run_dir / REPLICAS_FILE,
-                 [{"kchaos-replicas": 1, "topic": topic, "max_records": max_records}, *replicas])
+                 [{"kchaos-replicas": 1, "topic": topic, "max_records": max_records,
+                   "read_wall_ms": read_wall_ms}, *replicas])
     elapsed = time.monotonic() - t0
     summary = {"seconds": round(elapsed, 2), "metadata_records": len(meta) - 1, "replicas": len(replicas),
                "errors": {**errors, **{f"{r['node']}/{r['partition']}": r["error"] for r in replicas if r["error"]}}}
