@@ -18,12 +18,14 @@ from typing import Any
 from broker.cluster import KafkaCluster
 from broker.config import broker_id
 from broker.log_dump import MetadataDump, ReplicaDump, read_metadata_log, read_replica_logs
+from broker.txn_tool import find_hanging
 from infra.node import parallel
 
 log = logging.getLogger(__name__)
 
 METADATA_FILE = "metadata.jsonl"
 REPLICAS_FILE = "replicas.jsonl"
+FIND_HANGING_FILE = "kafka-transactions.jsonl"
 TOPIC_TYPES = ("TopicRecord", "PartitionRecord", "PartitionChangeRecord", "RemoveTopicRecord")
 
 
@@ -141,3 +143,26 @@ def collect_records(kafka_cluster: KafkaCluster, run_dir: Path, topic: str, part
              len(kafka_cluster.nodes), elapsed, summary["metadata_records"], len(replicas),
              f", errors: {summary['errors']}" if summary["errors"] else "")
     return summary
+
+
+def collect_find_hanging(kafka_cluster: KafkaCluster, run_dir: Path) -> int | None:
+    """``kafka-transactions.sh find-hanging`` for every broker, run on the first broker
+    node, into ``kafka-transactions.jsonl`` (a header, then one line per broker: its
+    exit, the parsed rows, the text). Returns how many hanging transactions Kafka
+    listed, or None when no broker answered; never raises (a witness, not the run)."""
+    nodes = kafka_cluster.broker_nodes
+    if not nodes:
+        return None
+    try:
+        results = find_hanging(nodes[0], kafka_cluster.bootstrap(), [broker_id(n.name) for n in nodes])
+    except Exception as exc:
+        log.warning("kafka-transactions find-hanging failed: %s", exc)
+        return None
+    _write_jsonl(Path(run_dir) / FIND_HANGING_FILE,
+                 [{"kchaos-find-hanging": 1, "node": nodes[0].name, "read_wall_ms": time.time_ns() // 1_000_000},
+                  *results])
+    answered = [r for r in results if r["exit"] == 0]
+    found = sum(len(r["rows"]) for r in answered)
+    log.info("kafka-transactions find-hanging: %d of %d brokers answered, %d hanging transaction(s)",
+             len(answered), len(results), found)
+    return found if answered else None
