@@ -47,6 +47,7 @@ _RECORD = re.compile(r"^\| offset: (\d+) ")
 _PAYLOAD = re.compile(r" payload: (.*)$")
 _PRODUCER = re.compile(r" producerId: (-?\d+) producerEpoch: (-?\d+) ")
 _END_TXN = re.compile(r" endTxnMarker: (COMMIT|ABORT) ")
+_TXN_DATA = re.compile(r" isTransactional: true isControl: false ")
 
 
 class RecordReadError(KchaosError):
@@ -74,6 +75,8 @@ class ReplicaDump:
     records: list[list] | None       # [offset, value, leader epoch of its batch, producer id of its batch]
     markers: list[list] | None       # [offset, producer id, producer epoch, "COMMIT" | "ABORT"]
     note: str | None = None
+    # transactional data batches [base offset, last offset, producer id, producer epoch]; None when not read
+    txn_batches: list[list] | None = None
 
 
 def type_name(upper: str) -> str:
@@ -140,7 +143,10 @@ def _value(raw: str):
 def parse_data_dump(text: str) -> dict[str, dict]:
     """``--print-data-log`` output -> {file: {"base", "batches": [[base, last, epoch]],
     "records": [[offset, value, epoch, producer id]], "markers": [[offset, producer id,
-    producer epoch, "COMMIT" | "ABORT"]]}} in output order. Values are ints where they parse.
+    producer epoch, "COMMIT" | "ABORT"]], "txn_batches": [[base, last, producer id,
+    producer epoch]]}} in output order. Values are ints where they parse. ``txn_batches``
+    are the transactional data batches (``isTransactional: true isControl: false``): what
+    a hanging transaction is made of (docs/design.md, "Kafka's own record").
 
     A control batch's records print no payload but ``endTxnMarker: COMMIT|ABORT
     coordinatorEpoch: N`` (the transaction markers, docs/design.md "Kafka's own
@@ -149,7 +155,8 @@ def parse_data_dump(text: str) -> dict[str, dict]:
     are printed: no records and no markers."""
     out: dict[str, dict] = {}
     for path, lines in _files(text):
-        seg = out.setdefault(path, {"base": segment_base(path), "batches": [], "records": [], "markers": []})
+        seg = out.setdefault(path, {"base": segment_base(path), "batches": [], "records": [], "markers": [],
+                                    "txn_batches": []})
         epoch = producer_id = producer_epoch = None
         for line in lines:
             b = _BATCH.match(line)
@@ -158,6 +165,8 @@ def parse_data_dump(text: str) -> dict[str, dict]:
                 seg["batches"].append([int(b.group(1)), int(b.group(2)), epoch])
                 pm = _PRODUCER.search(line)
                 producer_id, producer_epoch = (int(pm.group(1)), int(pm.group(2))) if pm else (None, None)
+                if pm and _TXN_DATA.search(line):
+                    seg["txn_batches"].append([int(b.group(1)), int(b.group(2)), producer_id, producer_epoch])
                 continue
             r = _RECORD.match(line)
             if not r:
@@ -311,12 +320,14 @@ def read_replica_logs(node: Node, topic: str, partitions: Iterable[int], max_rec
         segments = [parsed.get(f) or {"base": segment_base(f), "batches": [], "records": [], "markers": []}
                     for f in segs[p]]
         start, end, records, markers, note = combine_segments(segments, max_records)
+        # kept with the markers: a hanging transaction is judged from both (checkers/hanging.py)
+        txn_batches = None if markers is None else [b for s in segments for b in s.get("txn_batches", [])]
         if p in big:  # dumped without --print-data-log: batch lines only
-            records = markers = None
+            records = markers = txn_batches = None
             note = f"log is {size[p]} bytes, over {max_records} x {BYTES_PER_RECORD_CAP}: records and markers not read"
         if missing:
             raise RecordReadError(f"{node.name}: the dump lacks {', '.join(missing)}")
-        out[p] = ReplicaDump(node.name, topic, p, start, end, epochs, records, markers, note)
+        out[p] = ReplicaDump(node.name, topic, p, start, end, epochs, records, markers, note, txn_batches)
     return out
 
 

@@ -37,6 +37,7 @@ from history.parquet import history_to_parquet, is_parquet, iter_parquet_rows, p
 
 from . import reference, session
 from .common import RunFindings, Settings, assemble, crashed
+from .hanging import wanted as hanging_values
 from .kafka_record import RunRecords, load_records
 from .result import CheckResult
 from .settle import markers_of
@@ -139,7 +140,8 @@ def _check(source: str | Path, config: dict[str, Any] | None, spark: Any,
             source = parquet_out
         findings: dict[int, RunFindings] = {}
         if not is_parquet(source) or single:
-            findings[0] = reference.analyze(read_paired_ops(source), settings, markers_of(records))
+            findings[0] = reference.analyze(read_paired_ops(source), settings, markers_of(records),
+                                            hanging_values(records))
         else:
             by_run: dict[int, list[PairedOp]] = defaultdict(list)
             for row in iter_parquet_rows(source):
@@ -171,7 +173,8 @@ def _check(source: str | Path, config: dict[str, Any] | None, spark: Any,
                         raise
                 marker = markers_of(records) if single else None
                 findings = spark_engine.analyze_runs(sp, str(parquet), settings, stages,
-                                                     {0: marker} if marker is not None else None)
+                                                     {0: marker} if marker is not None else None,
+                                                     {0: hanging_values(records)} if single else None)
         except Exception as e:  # noqa: BLE001 - never a pass on a crash
             if not converted:       # the conversion's error, as without Spark: it propagates
                 raise
@@ -222,7 +225,8 @@ def write_results(result: CheckResult, path: str | Path) -> None:
 
 def stored_checker_config(run_dir: str | Path) -> dict[str, Any]:
     """The "checker" section of run_dir/config.json, with the client settings
-    the run stored (they tell the checkers which anomalies the settings allow)."""
+    the run stored (they tell the checkers which anomalies the settings allow)
+    and its [broker] overrides."""
     cfg: dict[str, Any] = {}
     cfg_file = Path(run_dir) / "config.json"
     if cfg_file.exists():
@@ -232,6 +236,8 @@ def stored_checker_config(run_dir: str | Path) -> dict[str, Any]:
             cfg.update(section)
         if isinstance(stored.get("client_settings"), dict):
             cfg["client_settings"] = stored["client_settings"]
+        if isinstance(stored.get("broker"), dict):      # the coordinator's abort interval (hanging.py)
+            cfg["broker_settings"] = stored["broker"]
     return cfg
 
 

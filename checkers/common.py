@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from history.ops import ACTION_START, SAMPLER
 from history.fault_intervals import FaultTracker, NemesisOp
 from history.paired import witness_op
+from .hanging import judge as judge_hanging
 from .result import ANOMALY_TYPES, DESCRIPTIONS, CheckResult
 
 if TYPE_CHECKING:
@@ -58,6 +59,7 @@ class Settings:
     allowed: dict[str, Any] = field(default_factory=dict)
     spark_conf: dict[str, Any] = field(default_factory=dict)   # extra Spark settings
     client_settings: dict[str, Any] | None = None               # the run's effective producer/consumer settings
+    broker_settings: dict[str, Any] | None = None               # the run's [broker] overrides (config.json "broker")
 
     @classmethod
     def from_config(cls, config: dict[str, Any] | None) -> "Settings":
@@ -67,7 +69,8 @@ class Settings:
                 max_witnesses=int(config.get("max_witnesses", 20)),
                 allowed=dict(config.get("allowed") or {}),
                 spark_conf=dict(config.get("spark_conf") or {}),
-                client_settings=config.get("client_settings"))
+                client_settings=config.get("client_settings"),
+                broker_settings=config.get("broker_settings"))
         if s.engine not in ENGINES:
             raise ValueError(f"unknown checker engine {s.engine!r} ({', '.join(ENGINES)})")
         unknown = set(s.allowed) - set(ANOMALY_TYPES)
@@ -150,6 +153,10 @@ class RunFindings:
     inconsistent: list[tuple[int, int, int | None]] = field(default_factory=list)
     partition_changes: list[dict[str, Any]] = field(default_factory=list)
     election_source: dict[str, Any] = field(default_factory=dict)
+    # hanging transactions (hanging.py): (partition, value) -> the op that wrote it, for the values
+    # the engine was asked about, and the final drain's view (a hanging.DrainView)
+    writers: dict[tuple[int, int], int] = field(default_factory=dict)
+    drain_view: Any = None
 
 
 def percentile(sorted_values: Sequence[float], p: float) -> float:
@@ -246,6 +253,13 @@ def assemble(rf: RunFindings, settings: Settings, checker: dict[str, Any],
             msg = f"elections: {type(e).__name__}: {e}"
             rf.errors.append(msg)
             rf.anomalies.update({t: Finding(error=msg) for t in ("unclean-election", "elr-election")})
+    if "hanging-transaction" not in rf.anomalies:
+        try:
+            judge_hanging(rf, records, settings)
+        except Exception as e:  # noqa: BLE001 - never a pass on a crash
+            msg = f"hanging-transaction: {type(e).__name__}: {e}"
+            rf.errors.append(msg)
+            rf.anomalies["hanging-transaction"] = Finding(error=msg)
     allowed = settings.allowed_for(rf.mode)
     timeline = Timeline(rf.control_rows)
     anomalies: dict[str, dict[str, Any]] = {}
@@ -320,6 +334,8 @@ def unknown_reasons(rf: RunFindings, anomalies: dict[str, dict[str, Any]], error
     if rf.stats.get("unknown_offset_changes"):     # checkers/committed_offsets.py
         out.append(f"{rf.stats['unknown_offset_changes']} change(s) of a group's committed offset only a commit "
                    "of unknown offsets (an info commit of the consumer's positions) could explain")
+    for why in rf.stats.get("hanging_unknown") or []:      # checkers/hanging.py
+        out.append(f"Kafka's record cannot tell whether a transaction hangs: {why}")
     drains = rf.stats.get("drains") or {}
     if drains.get("ops") and drains.get("ok", 0) < drains["ops"]:
         out.append(f"the final drain did not complete: {drains['ops'] - drains.get('ok', 0)} of "

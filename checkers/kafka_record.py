@@ -20,12 +20,15 @@ line per (node, partition): ``{"node", "broker", "partition",
 "log_start_offset", "log_end_offset", "epochs": [[epoch, start_offset], ...],
 "records": [[offset, value, epoch, producer_id], ...] | null,
 "markers": [[offset, producer_id, producer_epoch, "COMMIT" | "ABORT"], ...] | null,
-"note", "error"}``. ``epoch`` is the leader epoch of the record's batch,
-``producer_id`` its batch's producer; ``markers`` are the end-transaction control
+"txn_batches": [[base_offset, last_offset, producer_id, producer_epoch], ...] | null,
+"note", "error"}``; the header's ``read_wall_ms`` says when the reading began.
+``epoch`` is the leader epoch of the record's batch, ``producer_id`` its batch's producer; ``markers`` are the end-transaction control
 records Kafka writes into every partition a transaction touched, after its data,
 with the same producer id (with transactions v2, KIP-890, the marker's producer
-epoch can be the data's + 1: match by id). Runs stored before markers were read have
-3-field records and no ``markers``: they load, and ``txn_outcome`` says "not-read".
+epoch can be the data's + 1: match by id); ``txn_batches`` are the transactional data
+batches (control batches left out). Runs stored before markers were read have
+3-field records and no ``markers``: they load, and ``txn_outcome`` says "not-read";
+runs stored before ``txn_batches`` and ``read_wall_ms`` load with them None.
 """
 from __future__ import annotations
 
@@ -66,6 +69,8 @@ class Replica:
     # end-transaction markers (offset, producer id, producer epoch, "COMMIT" | "ABORT") in offset order;
     # None when not read (over max_records, or stored before markers were)
     markers: list[tuple[int, int, int, str]] | None = None
+    # transactional data batches (base offset, last offset, producer id, producer epoch); None when not read
+    txn_batches: list[tuple[int, int, int, int]] | None = None
 
     @property
     def txn_readable(self) -> bool:
@@ -95,6 +100,7 @@ class RunRecords:
     changes: list[dict[str, Any]] | None = None        # partition states after each record, in log order
     replicas: dict[int, list[Replica]] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    read_time: int | None = None       # when the replicas were read, ns of history time; None when not stored
 
     @property
     def has_metadata(self) -> bool:
@@ -249,19 +255,23 @@ def load_records(run_dir: Path, wall_ns_at_zero: int | None) -> RunRecords:
     rep = run_dir / REPLICAS_FILE
     if rep.exists():
         try:
-            _, rows = _read_jsonl(rep, "kchaos-replicas")
+            head, rows = _read_jsonl(rep, "kchaos-replicas")
+            if head.get("read_wall_ms") is not None and wall_ns_at_zero is not None:
+                rr.read_time = int(head["read_wall_ms"]) * 1_000_000 - int(wall_ns_at_zero)
             for r in rows:
                 if r.get("error"):
                     rr.notes.append(f"replica {r.get('node')} partition {r.get('partition')}: {r['error']}")
                     continue
                 by_value, producers = _values(r.get("records"))
-                markers = r.get("markers")
+                markers, batches = r.get("markers"), r.get("txn_batches")
                 rr.replicas.setdefault(int(r["partition"]), []).append(Replica(
                     node=str(r["node"]), partition=int(r["partition"]),
                     log_start_offset=r.get("log_start_offset"), log_end_offset=r.get("log_end_offset"),
                     epochs=[(int(e), int(s)) for e, s in r.get("epochs") or []], by_value=by_value,
                     note=r.get("note"), producers=producers,
-                    markers=None if markers is None else [(int(o), int(p), int(e), str(k)) for o, p, e, k in markers]))
+                    markers=None if markers is None else [(int(o), int(p), int(e), str(k)) for o, p, e, k in markers],
+                    txn_batches=None if batches is None else [(int(b), int(l), int(p), int(e))
+                                                              for b, l, p, e in batches]))
         except (OSError, KeyError, ValueError, TypeError) as e:
             rr.notes.append(f"replica listings unreadable ({type(e).__name__}: {e})")
     return rr

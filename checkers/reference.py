@@ -26,6 +26,7 @@ from history.paired import PairedOp
 from . import txn as txn_checks
 from .common import Finding, RunFindings, Settings, Witness, availability, drain_counts
 from .committed_offsets import OFFSET_TYPES, check_phantom_commits
+from .hanging import drain_view
 from .groups import chain_cuts, check_groups, rebalances
 from .share import SHARE_TYPES, check_share
 from .reference_stats import stats
@@ -387,9 +388,11 @@ def _share(run: RunIndex, settings: Settings) -> Result:
     return found
 
 
-def analyze(ops: list[PairedOp], settings: Settings, marker: MarkerOf | None = None) -> RunFindings:
+def analyze(ops: list[PairedOp], settings: Settings, marker: MarkerOf | None = None,
+            wanted: set[tuple[int, int]] | None = None) -> RunFindings:
     """Run every check; a check that raises marks its anomaly types with the error.
-    ``marker``: Kafka's record of transaction markers (kafka_record.marker_of), for settling info txns."""
+    ``marker``: Kafka's record of transaction markers (kafka_record.marker_of), for settling info txns;
+    ``wanted``: (partition, value)s whose writing op hanging.judge names (hanging.wanted)."""
     run = RunIndex(ops, marker)
     anomalies: dict[str, Finding] = {}
     errors = []
@@ -412,7 +415,13 @@ def analyze(ops: list[PairedOp], settings: Settings, marker: MarkerOf | None = N
         st["availability"] = availability(st.pop("availability_counts"))
     if run.settled:
         st["settled_txns"] = [run.settled[i].as_dict() for i in sorted(run.settled)]
-    ids = {i for f in anomalies.values() for w in f.witnesses for i in w.op_ids}
+    writers: dict[tuple[int, int], int] = {}
+    for o in run.recorded if wanted else ():      # in id order: the first op that wrote a value
+        if o.client and o.f in (SEND, TXN):
+            for p, _, v in o.messages:
+                if (p, v) in wanted:
+                    writers.setdefault((p, v), o.id)
+    ids = {i for f in anomalies.values() for w in f.witnesses for i in w.op_ids} | set(writers.values())
     lost, inc = [], []
     try:
         lost, inc = losses(run), inconsistent(run)
@@ -424,4 +433,5 @@ def analyze(ops: list[PairedOp], settings: Settings, marker: MarkerOf | None = N
         errors=errors,
         op_rows={i: run.by_id[i].to_row() for i in ids if i in run.by_id},
         control_rows=[o.to_row() for o in run.ops if not o.client],
+        writers=writers, drain_view=drain_view(o.to_row() for o in run.polls if o.drain),
     )

@@ -99,6 +99,7 @@ ANOMALY_TYPES = (
     "G1c",
     "G1c-process",
     "G1c-realtime",
+    "hanging-transaction",
     # share groups (checkers/share.py)
     "lost-share-record",
     "share-accepted-redelivered",
@@ -160,6 +161,10 @@ DESCRIPTIONS: dict[str, str] = {
     "G1c": "a cycle of committed transactions over write-read dependencies (read_committed reads)",
     "G1c-process": "a cycle of committed transactions over write-read and process-order dependencies",
     "G1c-realtime": "a cycle of committed transactions over write-read and real-time (and process) order",
+    "hanging-transaction": "transactional data on a partition with no marker of its producer after it to the "
+                           "log end, in Kafka's record, read after its coordinator should have aborted it: the "
+                           "partition's last stable offset stays there and read_committed consumers stall "
+                           "(KIP-664)",
     "lost-share-record": "an acknowledged send the share group never accepted (nor rejected, nor archived after "
                          "the delivery-attempt limit), although the run's end says the group had nothing left "
                          "to deliver",

@@ -24,7 +24,9 @@ from typing import Any, Callable
 import numpy as np
 
 from .common import Finding, RunFindings, Settings, Witness, availability, drain_counts, lag_summary, percentile
+from .hanging import drain_view
 from .settle import MarkerOf
+from .spark_settle import writers_of
 from history.message_index import build_index, index_is_current, index_path
 from .spark_frames import Control, control_pass, partition_results, read_ops, witness_ops
 from .spark_partition import ALL_TYPES, CHECKS, Context, unpack_sorted
@@ -49,9 +51,11 @@ def _err(name: str, e: BaseException | str) -> str:
 
 def analyze_runs(spark: Any, parquet_path: str, settings: Settings,
                  timings: dict[str, float] | None = None,
-                 markers: dict[int, MarkerOf] | None = None) -> dict[int, RunFindings]:
+                 markers: dict[int, MarkerOf] | None = None,
+                 wanted: dict[int, set[tuple[int, int]]] | None = None) -> dict[int, RunFindings]:
     """Check every run in the file; a run id with no ops is absent from the result.
-    ``markers``: per run, Kafka's record of transaction markers (settle.py), where there is one.
+    ``markers``: per run, Kafka's record of transaction markers (settle.py), where there is one;
+    ``wanted``: per run, the (partition, value)s whose writing op hanging.judge names (hanging.wanted).
     ``timings`` gets the seconds of each job ("index": building a message index
     the history lacked; "checks": statistics, control ops and the
     per-partition pass; "witnesses": the ops witnesses name)."""
@@ -76,7 +80,7 @@ def analyze_runs(spark: Any, parquet_path: str, settings: Settings,
             # the ops as a DataFrame, for the txn and group passes only: made when first asked for
             # (on a cold session it costs about 0.5 s, and most histories have neither)
             ops = functools.cache(lambda: read_ops(spark, parquet_path))
-            return _analyze(spark, src, slices, ops, settings, timings, markers or {})
+            return _analyze(spark, src, slices, ops, settings, timings, markers or {}, wanted or {})
     finally:
         spark.conf.set(key, saved)
 
@@ -120,7 +124,7 @@ class _Runs:
 
 def _analyze(spark: Any, src: Source, slices: dict[tuple[int, int | None], list[Slice]],
              ops: Callable[[], Any], settings: Settings, timings: dict[str, float],
-             markers: dict[int, MarkerOf]) -> dict[int, RunFindings]:
+             markers: dict[int, MarkerOf], wanted: dict[int, set[tuple[int, int]]]) -> dict[int, RunFindings]:
     """``src``: the file's row groups, ``slices``: its message index (the hot
     passes); ``ops()``: the ops as a DataFrame (the transaction and group passes)."""
     t0 = time.monotonic()
@@ -201,21 +205,32 @@ def _analyze(spark: Any, src: Source, slices: dict[tuple[int, int | None], list[
     for run, st in check_committed_offsets(ops, acc, k).items():     # spark_committed_offsets.py
         group_stats.setdefault(run, {}).update(st)
 
+    writers: dict[int, dict[tuple[int, int], int]] = defaultdict(dict)
+    try:
+        writers.update(writers_of(ops, wanted))
+    except Exception as e:  # noqa: BLE001
+        log.error("writers crashed: %s", _err("writers", e))
+        acc.fail(_err("writers", e), ("hanging-transaction",), list(wanted))
+
     timings["checks"] = time.monotonic() - t0
     t0 = time.monotonic()
-    wanted = {(r, i) for r, fs in acc.found.items() for f in fs.values() for w in f.witnesses for i in w.op_ids}
+    ids = {(r, i) for r, fs in acc.found.items() for f in fs.values() for w in f.witnesses for i in w.op_ids}
+    ids |= {(r, i) for r, ws in writers.items() for i in ws.values()}
     op_rows: dict[int, dict[int, dict]] = defaultdict(dict)
     try:
-        for d in witness_ops(spark, src, wanted):
+        for d in witness_ops(spark, src, ids):
             op_rows[d["run"]][d["invoke_index"]] = d
     except Exception as e:  # noqa: BLE001
         log.error("witness ops crashed: %s", _err("witness ops", e))
         acc.fail(_err("witness ops", e), ())
     timings["witnesses"] = time.monotonic() - t0
     control_rows: dict[int, list[dict]] = defaultdict(list)
+    drains: dict[int, list[dict]] = defaultdict(list)
     for r in ctl:
         if r["role"] != "client":
             control_rows[r["run"]].append(r)
+        elif r["drain"]:
+            drains[r["run"]].append(r)
 
     out = {}
     for run, base in acc.base.items():
@@ -239,6 +254,7 @@ def _analyze(spark: Any, src: Source, slices: dict[tuple[int, int | None], list[
             },
             elections=[], mode=base["mode"], has_ok_send=base["has_ok_send"],
             losses=losses[run], inconsistent=inconsistent[run],
-            errors=acc.errors[run], op_rows=op_rows[run], control_rows=control_rows[run])
+            errors=acc.errors[run], op_rows=op_rows[run], control_rows=control_rows[run],
+            writers=writers[run], drain_view=drain_view(drains[run]))
     return out
 

@@ -1,10 +1,11 @@
 """Settling info txns on Spark (definitions: settle.py), before the partition
 pass: the info txns and the reads of their values are few, so one join brings
-them to the driver, where ``settle.settle`` decides as the reference does."""
+them to the driver, where ``settle.settle`` decides as the reference does.
+Likewise the writers of the values Kafka's record holds open (hanging.py)."""
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 from pyspark.sql import DataFrame
@@ -70,3 +71,23 @@ def effective_types(spark: Any, ctx: "Context") -> DataFrame | None:
     if not rows:
         return None
     return spark.createDataFrame(rows, "run int, invoke_index bigint, settled_type string")
+
+
+def writers_of(ops: Callable[[], DataFrame],
+               wanted: dict[int, set[tuple[int, int]]]) -> dict[int, dict[tuple[int, int], int]]:
+    """run -> (partition, value) -> the first client send or txn that wrote it, for the wanted values
+    (the records of open transactions: few, so one broadcast join)."""
+    keys = [(run, p, v) for run, pvs in wanted.items() for p, v in pvs]
+    if not keys:
+        return {}
+    df = ops()
+    want = df.sparkSession.createDataFrame(keys, "run int, partition int, value bigint")
+    sent = (df.filter((F.col("role") == "client") & F.col("f").isin("send", "txn"))
+            .select("run", "invoke_index", F.explode("messages").alias("m"))
+            .select("run", "invoke_index", F.col("m.partition").alias("partition"), F.col("m.value").alias("value")))
+    out: dict[int, dict[tuple[int, int], int]] = defaultdict(dict)
+    for r in sent.join(F.broadcast(want), ["run", "partition", "value"]).groupBy("run", "partition", "value") \
+            .agg(F.min("invoke_index").alias("writer")).collect():
+        out[r["run"]][(r["partition"], r["value"])] = int(r["writer"])
+    return out
+

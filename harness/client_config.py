@@ -15,8 +15,10 @@ from infra.client_jars import build_driver
 from infra.errors import UsageError
 from workloads.client import ClientContext, check_settings, effective_settings
 from workloads.driver_protocol import ANSWER_GRACE_S, DriverError, DriverProcess
-from workloads.java_client import JAVA_SOURCES, driver_command, java_effective_settings, java_settings_check
+from workloads.java_client import (JAVA_SOURCES, driver_command, java_effective_settings, java_producer_settings,
+                                   java_settings_check)
 from workloads.kinds import WorkloadKind
+from workloads.txn import txn_producer_settings
 
 if TYPE_CHECKING:   # run_config imports this module: for the annotations only
     from harness.run_config import RunConfig
@@ -65,9 +67,16 @@ def java_driver(version: str) -> tuple[str, ...]:
 def stored_client_settings(cfg: RunConfig) -> dict[str, dict[str, Any]]:
     """What config.json records as ``client_settings``: the effective producer
     and consumer settings, and under ``library`` the client's exact name and
-    version (``client_identity``)."""
+    version (``client_identity``). A transactions run's producer settings carry
+    its transactional producer's ``transaction.timeout.ms``: the checkers reckon
+    when a coordinator should have aborted an open transaction from it
+    (checkers/hanging.py)."""
     ctx = offline_client_context(cfg)
-    settings = java_effective_settings(ctx) if cfg.workload.client == "java" else effective_settings(ctx)
+    java = cfg.workload.client == "java"
+    settings = java_effective_settings(ctx) if java else effective_settings(ctx)
+    if cfg.workload.transactions:
+        txn = java_producer_settings(ctx, "kchaos") if java else txn_producer_settings(ctx, "kchaos")
+        settings["producer"]["transaction.timeout.ms"] = txn["transaction.timeout.ms"]
     return {**settings, "library": client_identity(cfg)}
 
 

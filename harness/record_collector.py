@@ -18,12 +18,14 @@ from typing import Any
 from broker.cluster import KafkaCluster
 from broker.config import broker_id
 from broker.log_dump import MetadataDump, ReplicaDump, read_metadata_log, read_replica_logs
+from broker.txn_tool import find_hanging
 from infra.node import parallel
 
 log = logging.getLogger(__name__)
 
 METADATA_FILE = "metadata.jsonl"
 REPLICAS_FILE = "replicas.jsonl"
+FIND_HANGING_FILE = "kafka-transactions.jsonl"
 TOPIC_TYPES = ("TopicRecord", "PartitionRecord", "PartitionChangeRecord", "RemoveTopicRecord")
 
 
@@ -92,7 +94,8 @@ def replica_line(node: str, partition: int, dump: ReplicaDump | None, error: str
             "log_start_offset": dump.log_start_offset if dump else None,
             "log_end_offset": dump.log_end_offset if dump else None,
             "epochs": dump.epochs if dump else None, "records": dump.records if dump else None,
-            "markers": dump.markers if dump else None, "note": dump.note if dump else None, "error": error}
+            "markers": dump.markers if dump else None, "txn_batches": dump.txn_batches if dump else None,
+            "note": dump.note if dump else None, "error": error}
 
 
 def _write_jsonl(path: Path, lines: list[dict]) -> None:
@@ -105,8 +108,11 @@ def _write_jsonl(path: Path, lines: list[dict]) -> None:
 
 def collect_records(kafka_cluster: KafkaCluster, run_dir: Path, topic: str, partitions: int,
                     max_records: int = 200_000) -> dict[str, Any]:
-    """Write ``metadata.jsonl`` and ``replicas.jsonl`` into ``run_dir``; return a summary."""
+    """Write ``metadata.jsonl`` and ``replicas.jsonl`` into ``run_dir``; return a summary.
+    The replicas' header says when the reading began (``read_wall_ms``): a transaction
+    still open then is judged by how long after the workload that was (checkers/hanging.py)."""
     t0 = time.monotonic()
+    read_wall_ms = time.time_ns() // 1_000_000
     parts = list(range(partitions))
     results = parallel(lambda n: _read_node(n, topic, parts, max_records), kafka_cluster.nodes)
     errors: dict[str, str] = {}
@@ -128,7 +134,8 @@ def collect_records(kafka_cluster: KafkaCluster, run_dir: Path, topic: str, part
     run_dir = Path(run_dir)
     _write_jsonl(run_dir / METADATA_FILE, meta)
     _write_jsonl(run_dir / REPLICAS_FILE,
-                 [{"kchaos-replicas": 1, "topic": topic, "max_records": max_records}, *replicas])
+                 [{"kchaos-replicas": 1, "topic": topic, "max_records": max_records,
+                   "read_wall_ms": read_wall_ms}, *replicas])
     elapsed = time.monotonic() - t0
     summary = {"seconds": round(elapsed, 2), "metadata_records": len(meta) - 1, "replicas": len(replicas),
                "errors": {**errors, **{f"{r['node']}/{r['partition']}": r["error"] for r in replicas if r["error"]}}}
@@ -136,3 +143,26 @@ def collect_records(kafka_cluster: KafkaCluster, run_dir: Path, topic: str, part
              len(kafka_cluster.nodes), elapsed, summary["metadata_records"], len(replicas),
              f", errors: {summary['errors']}" if summary["errors"] else "")
     return summary
+
+
+def collect_find_hanging(kafka_cluster: KafkaCluster, run_dir: Path) -> int | None:
+    """``kafka-transactions.sh find-hanging`` for every broker, run on the first broker
+    node, into ``kafka-transactions.jsonl`` (a header, then one line per broker: its
+    exit, the parsed rows, the text). Returns how many hanging transactions Kafka
+    listed, or None when no broker answered; never raises (a witness, not the run)."""
+    nodes = kafka_cluster.broker_nodes
+    if not nodes:
+        return None
+    try:
+        results = find_hanging(nodes[0], kafka_cluster.bootstrap(), [broker_id(n.name) for n in nodes])
+    except Exception as exc:
+        log.warning("kafka-transactions find-hanging failed: %s", exc)
+        return None
+    _write_jsonl(Path(run_dir) / FIND_HANGING_FILE,
+                 [{"kchaos-find-hanging": 1, "node": nodes[0].name, "read_wall_ms": time.time_ns() // 1_000_000},
+                  *results])
+    answered = [r for r in results if r["exit"] == 0]
+    found = sum(len(r["rows"]) for r in answered)
+    log.info("kafka-transactions find-hanging: %d of %d brokers answered, %d hanging transaction(s)",
+             len(answered), len(results), found)
+    return found if answered else None

@@ -26,7 +26,7 @@ from harness.analysis import analyze
 from harness.fault_pacing import FaultPace
 from harness.client_config import TOPIC, client_context, run_group_id, stored_client_settings
 from harness.progress import RunListener, as_listener, fault_line
-from harness.record_collector import collect_records
+from harness.record_collector import collect_find_hanging, collect_records
 from harness.run_cluster import ClusterHandle, cluster_up, mark_kept, sweep_dead_runs
 from harness.run_config import RunConfig, workload_kind
 from harness.samplers import GroupOffsetSampler, controller_partition_states, metadata_sample
@@ -295,6 +295,8 @@ class Runner:
                 collect_records(self.cluster.kafka, self.run_dir, TOPIC, self.cfg.workload.partitions)
             except Exception as exc:
                 log.warning("reading Kafka's records failed: %s", exc)
+            if self.cfg.workload.transactions:     # Kafka's tool on hanging transactions (KIP-664)
+                collect_find_hanging(self.cluster.kafka, self.run_dir)
             try:
                 self.cluster.kafka.collect_logs(self.run_dir / "nodes")
             except Exception as exc:

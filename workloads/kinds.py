@@ -70,7 +70,7 @@ SEND_CHECKS = ("lost-write", "phantom-write")                  # plain sends
 GROUP_CHECKS = ("commit-backwards", "lost-consumption", "redelivery", "phantom-commit")
 TXN_CHECKS = ("aborted-read", "precommitted-read", "torn-transaction", "lost-txn-write", "int-poll-skip",
               "int-nonmonotonic-poll", "int-nonmonotonic-send", "int-send-skip", "G0", "G0-process",
-              "G0-realtime", "G1c", "G1c-process", "G1c-realtime")
+              "G0-realtime", "G1c", "G1c-process", "G1c-realtime", "hanging-transaction")
 SHARE_CHECKS = ("lost-share-record", "share-accepted-redelivered", "share-not-redelivered",
                 "share-double-delivery", "share-count-decrease")          # share groups (checkers/share.py)
 #: The process a kind's ``finish`` step records as: below the drain's (workloads/drain.py DRAIN_PROCESS_BASE).

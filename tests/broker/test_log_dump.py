@@ -203,3 +203,22 @@ def test_collect_records_after_a_leader_kill(heal_cluster, topic_name, tmp_path)
     dead = lines[(f"n{old}", 0)]  # read from disk although its broker is dead
     assert {o: v for o, v, _, _ in dead["records"]} == {o: v for _, o, v in acked if v < 300}
     assert lines[(f"n{old}", 1)]["records"] == [] and lines[(f"n{old}", 1)]["log_end_offset"] == 0
+
+
+def test_txn_batches_are_the_transactional_data_batches_not_the_markers():
+    (seg,) = parse_data_dump(fixture("txn_data_dump.txt")).values()
+    assert seg["txn_batches"][:3] == [[0, 0, 1, 0], [2, 2, 2000, 0], [4, 4, 2000, 0]]
+    assert len(seg["txn_batches"]) == 12 and all(b[0] not in {m[0] for m in seg["markers"]} for b in seg["txn_batches"])
+    assert parse_data_dump(fixture("data_dump.txt"))[
+        "/var/lib/kafka/data/probe-0/00000000000000000000.log"]["txn_batches"] == []
+
+
+def test_find_hanging_table_parses_and_an_empty_one_has_no_rows():
+    from broker.txn_tool import find_hanging_argv, parse_find_hanging
+    head = "Topic\tPartition\tProducerId\tProducerEpoch\tCoordinatorEpoch\tStartOffset\tLastTimestamp\tDuration(min)\t\n"
+    assert parse_find_hanging(head) == [] and parse_find_hanging("") == []
+    (row,) = parse_find_hanging(head + "kchaos\t2\t2000\t0\t1\t1337\t1795702419245\t3\t\n")
+    assert row == {"Topic": "kchaos", "Partition": 2, "ProducerId": 2000, "ProducerEpoch": 0, "CoordinatorEpoch": 1,
+                   "StartOffset": 1337, "LastTimestamp": 1795702419245, "Duration(min)": 3}
+    argv = find_hanging_argv("10.0.0.1:9092", 2)
+    assert "find-hanging" in argv and argv[argv.index("--broker-id") + 1] == "2"
