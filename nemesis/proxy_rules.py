@@ -29,7 +29,8 @@ the connection before the request is forwarded (never applied).
 
 Hold events, per transactional id, counted from the moment of the hold:
 ``txn-end`` (an EndTxn of that id answered), ``next-produce`` (a Produce of
-that id answered: the next transaction has written), ``next-add-partitions``
+that id answered and not refused on every partition: the next transaction
+has written), ``next-add-partitions``
 (an AddPartitionsToTxn of that id answered).
 
 Triggers, all of which must agree: ``nth`` (only the nth match), ``every``

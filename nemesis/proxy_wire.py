@@ -231,6 +231,14 @@ def produce_response_partitions(payload: bytes, api_version: int) -> list[list[i
     return out
 
 
+def produce_refused(payload: bytes, api_version: int) -> bool:
+    """Whether a Produce response refuses every partition it names (none
+    written). An answer this module cannot read, or one naming no partition,
+    is not a refusal."""
+    parts = produce_response_partitions(payload, api_version)
+    return bool(parts) and all(error != 0 for _, error, _ in parts)
+
+
 def endtxn_response_error(payload: bytes, api_version: int) -> int | None:
     """The error code of an EndTxn response (after the correlation id, the
     response header's tagged fields when flexible, and the throttle time)."""

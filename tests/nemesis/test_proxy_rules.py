@@ -9,7 +9,7 @@ import pytest
 from infra.errors import UsageError
 from nemesis.proxy_rules import RuleSet, matches, parse_rule, parse_rules
 from nemesis.proxy_wire import (API_KEYS, decode_request, endtxn_response_error, parse_request_header,
-                                produce_response_partitions,
+                                produce_refused, produce_response_partitions,
                                 response_correlation_id)
 from tests.harness.config_refusals import refused_by_cli
 
@@ -142,3 +142,14 @@ def test_produce_response_partitions():
     v9 = struct.pack(">i", 3) + b"\x00" + bytes([2]) + compact("kchaos") + bytes([2]) \
         + struct.pack(">ihqqq", 0, 0, 1286, -1, 0) + bytes([1]) + b"\x00" + b"\x00" + b"\x00" + b"\x00"
     assert produce_response_partitions(v9, 9) == [[0, 0, 1286]]
+
+
+def test_produce_refused_only_when_every_partition_errs():
+    def v7(*parts):
+        body = b"".join(struct.pack(">ihqqq", p, err, -1, -1, 0) for p, err in parts)
+        return struct.pack(">ii", 3, 1) + s16("kchaos") + struct.pack(">i", len(parts)) + body + struct.pack(">i", 0)
+    assert produce_refused(v7((0, 51)), 7)                      # CONCURRENT_TRANSACTIONS: nothing written
+    assert not produce_refused(v7((0, 51), (1, 0)), 7)          # one partition written
+    assert not produce_refused(v7((0, 0)), 7)
+    assert not produce_refused(struct.pack(">iih", 3, 0, 0), 7)  # no partition named
+    assert not produce_refused(b"\x00", 7)                       # unreadable

@@ -6,11 +6,12 @@ from __future__ import annotations
 import sys
 import textwrap
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-from harness.run_config import WorkloadConfig
+from harness.run_config import WorkloadConfig, load, validate
 from tests.harness.config_refusals import refused_by_cli, refused_by_validate
 from workloads.client import ClientContext
 from workloads.driver_protocol import DriverClient, DriverError
@@ -154,3 +155,16 @@ def test_every_java_kind_is_a_kind():
     assert set(JAVA_KINDS) <= set(KINDS)
     assert all(isinstance(JAVA_KINDS[k](SimpleNamespace(txn_send_offsets=False), 1, 0), DriverClient)
                for k in JAVA_KINDS)
+
+
+def test_the_java_held_endtxn_example_is_the_librdkafka_one_with_the_java_client():
+    """examples/txn-delayed-produce-java.toml differs from txn-delayed-produce.toml only in its client and
+    name, so the two clients' runs on the same seeds compare (docs/findings.md)."""
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    java = validate(load(examples / "txn-delayed-produce-java.toml"))
+    rdkafka = validate(load(examples / "txn-delayed-produce.toml"))
+    assert java.workload.client == "java" and rdkafka.workload.client == "librdkafka"
+    assert java.nemesis.proxy == rdkafka.nemesis.proxy and java.nemesis.faults == ["proxy"]
+    assert java.workload.client_version == java.kafka_version == rdkafka.kafka_version
+    assert (java.rate, java.concurrency, java.topic, java.producer, java.consumer) == (
+        rdkafka.rate, rdkafka.concurrency, rdkafka.topic, rdkafka.producer, rdkafka.consumer)
