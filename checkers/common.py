@@ -58,6 +58,9 @@ class Settings:
     allowed: dict[str, Any] = field(default_factory=dict)
     spark_conf: dict[str, Any] = field(default_factory=dict)   # extra Spark settings
     client_settings: dict[str, Any] | None = None               # the run's effective producer/consumer settings
+    # too little progress on partitions a fault did not impair is an anomaly (progress_check.py); None: not judged
+    min_progress: float | None = None
+    min_insync: int = 1             # the run topic's min.insync.replicas (an ISR below it impairs a partition)
 
     @classmethod
     def from_config(cls, config: dict[str, Any] | None) -> "Settings":
@@ -67,7 +70,11 @@ class Settings:
                 max_witnesses=int(config.get("max_witnesses", 20)),
                 allowed=dict(config.get("allowed") or {}),
                 spark_conf=dict(config.get("spark_conf") or {}),
-                client_settings=config.get("client_settings"))
+                client_settings=config.get("client_settings"),
+                min_progress=None if config.get("min_progress") is None else float(config["min_progress"]),
+                min_insync=int(config.get("min_insync_replicas") or 1))
+        if s.min_progress is not None and not 0 <= s.min_progress <= 1:
+            raise ValueError(f"min_progress must be between 0 and 1, got {s.min_progress}")
         if s.engine not in ENGINES:
             raise ValueError(f"unknown checker engine {s.engine!r} ({', '.join(ENGINES)})")
         unknown = set(s.allowed) - set(ANOMALY_TYPES)
@@ -82,6 +89,8 @@ class Settings:
         if mode == "subscribe":
             out.update(SUBSCRIBE_ALLOWED)
         out.update(client_allowances((self.client_settings or {}).get("producer")))
+        if self.min_progress is None:
+            out["too-little-progress"] = "not judged: [checker] min_progress is not set"
         for k, reason in self.allowed.items():
             if reason:
                 out[k] = str(reason)
@@ -150,6 +159,8 @@ class RunFindings:
     inconsistent: list[tuple[int, int, int | None]] = field(default_factory=list)
     partition_changes: list[dict[str, Any]] = field(default_factory=list)
     election_source: dict[str, Any] = field(default_factory=dict)
+    # partition -> every acknowledged message's completion time (ns), sorted: the progress step
+    ack_times: dict[int, Any] = field(default_factory=dict)
 
 
 def percentile(sorted_values: Sequence[float], p: float) -> float:
@@ -246,6 +257,8 @@ def assemble(rf: RunFindings, settings: Settings, checker: dict[str, Any],
             msg = f"elections: {type(e).__name__}: {e}"
             rf.errors.append(msg)
             rf.anomalies.update({t: Finding(error=msg) for t in ("unclean-election", "elr-election")})
+    from .progress_check import judge as judge_progress    # imported here: it builds on this module's Finding
+    judge_progress(rf, settings)
     allowed = settings.allowed_for(rf.mode)
     timeline = Timeline(rf.control_rows)
     anomalies: dict[str, dict[str, Any]] = {}

@@ -42,6 +42,7 @@ class FaultProgress:
     impaired: frozenset[int]
     acks: Mapping[int, int]             # partition -> acknowledged messages in the interval
     baseline: Mapping[int, float]       # partition -> acks per second outside every fault
+    start_index: int | None = None      # the fault's start op (its invoke's index)
 
     @property
     def seconds(self) -> float:
@@ -136,7 +137,7 @@ def fault_progress(intervals: Sequence[FaultInterval], ack_times: Mapping[int, S
         acks = {p: bisect.bisect_left(sorted_acks.get(p, []), b) - bisect.bisect_left(sorted_acks.get(p, []), a)
                 for p in partitions}
         out.append(FaultProgress(iv.fault, a, b, impaired_partitions(iv, b, partitions, samples, min_isr),
-                                 acks, baseline))
+                                 acks, baseline, iv.start.index))
     return out
 
 

@@ -28,7 +28,7 @@ from .common import Finding, RunFindings, Settings, Witness, availability, drain
 from .committed_offsets import OFFSET_TYPES, check_phantom_commits
 from .groups import chain_cuts, check_groups, rebalances
 from .share import SHARE_TYPES, check_share
-from .reference_stats import stats
+from .reference_stats import ack_times, stats
 from .settle import MarkerOf, Settled, effective_type, settle
 from .txn import acknowledged, read_committed
 
@@ -424,4 +424,6 @@ def analyze(ops: list[PairedOp], settings: Settings, marker: MarkerOf | None = N
         errors=errors,
         op_rows={i: run.by_id[i].to_row() for i in ids if i in run.by_id},
         control_rows=[o.to_row() for o in run.ops if not o.client],
+        ack_times=ack_times(run),
     )
+
