@@ -18,7 +18,7 @@ from history.ops import NEMESIS, SAMPLER
 from history.paired import witness_op
 
 from .common import Finding, RunFindings, Settings, Witness
-from .progress import Sample, fault_progress, progress_seconds, too_little_progress
+from .progress import Rule, Sample, fault_progress, progress_seconds, too_little_progress, waits_for_isr
 
 TYPE = "too-little-progress"
 
@@ -59,8 +59,9 @@ def _judge(rf: RunFindings, settings: Settings) -> tuple[Finding, dict[str, Any]
     if not intervals or not acks:
         return Finding(), None
     span = (min(ts[0] for ts in acks.values()), max(ts[-1] for ts in acks.values()))
-    progress = fault_progress(intervals, acks, samples, settings.min_insync, span)
-    seconds = progress_seconds(progress, acks, span)
+    rule = Rule(settings.min_insync, waits_for_isr((settings.client_settings or {}).get("producer")))
+    progress = fault_progress(intervals, acks, samples, rule, span)
+    seconds = progress_seconds(intervals, acks, samples, rule, span)
     stat = {"fault_seconds": seconds.seconds, "with_acks_on_unimpaired": seconds.progressing}
     if settings.min_progress is None:
         return Finding(), stat
@@ -68,7 +69,8 @@ def _judge(rf: RunFindings, settings: Settings) -> tuple[Finding, dict[str, Any]
                   key=lambda fp_p: (fp_p[0].start, fp_p[1]))
     witnesses = [Witness(p, [], [], [fp.start_index] if fp.start_index is not None else [],
                          extra={"fault": fp.fault, "interval": [fp.start, fp.end], "impaired": sorted(fp.impaired),
-                                "acks": fp.acks.get(p, 0), "acks_per_s": round(fp.rate(p), 3),
+                                "acks": fp.acks.get(p, 0), "unimpaired_seconds": fp.free_seconds.get(p, 0),
+                                "unimpaired_acks": fp.free_acks.get(p, 0), "acks_per_s": round(fp.rate(p), 3),
                                 "fault_free_acks_per_s": round(fp.baseline.get(p, 0.0), 3),
                                 "min_progress": settings.min_progress})
                  for fp, p in slow[: settings.max_witnesses]]

@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from checkers.progress import FaultProgress, ProgressSeconds, Sample, fault_progress, progress_seconds
+from checkers.progress import (FaultProgress, ProgressSeconds, Rule, Sample, fault_progress, progress_seconds,
+                               waits_for_isr)
 from history.fault_intervals import fault_intervals
 
 from .digest import Digest
@@ -63,8 +64,12 @@ def run_progress(d: Digest, config: dict[str, Any]) -> RunProgress | None:
         return None
     acks = {int(p): (a.t * NS).round().astype("int64").tolist() for p, a in d.acks.items() if isinstance(p, int)}
     workload = (d.write_start, d.write_end)
-    faults = fault_progress(intervals, acks, digest_samples(d), min_insync_of(config), workload)
-    return RunProgress(faults, progress_seconds(faults, acks, workload), int(round(d.origin * NS)))
+    samples = digest_samples(d)
+    settings = config.get("client_settings") if isinstance(config.get("client_settings"), dict) else {}
+    producer = next((t for t in (settings.get("producer"), config.get("producer")) if isinstance(t, dict)), None)
+    rule = Rule(min_insync_of(config), waits_for_isr(producer))
+    faults = fault_progress(intervals, acks, samples, rule, workload)
+    return RunProgress(faults, progress_seconds(intervals, acks, samples, rule, workload), int(round(d.origin * NS)))
 
 
 def progress_rows(rp: RunProgress | None) -> dict[str, Any] | None:
@@ -75,9 +80,10 @@ def progress_rows(rp: RunProgress | None) -> dict[str, Any] | None:
     rows = []
     for fp in rp.faults:
         cells = [{"acks": fp.acks.get(p, 0), "impaired": p in fp.impaired,
-                  "rate": f"{fp.rate(p):.1f}/s (fault-free {fp.baseline.get(p, 0.0):.1f}/s)"} for p in partitions]
+                  "rate": f"unimpaired {fp.free_seconds.get(p, 0)} s, {fp.rate(p):.1f} acks/s then "
+                          f"(fault-free {fp.baseline.get(p, 0.0):.1f}/s)"} for p in partitions]
         rows.append({"fault": fp.fault, "start": f"{(fp.start - rp.origin_ns) / NS:.1f}",
                      "end": f"{(fp.end - rp.origin_ns) / NS:.1f}", "seconds": f"{fp.seconds:.1f}",
                      "impaired": ", ".join(map(str, sorted(fp.impaired))) or "none",
-                     "unimpaired_acks": sum(fp.acks.get(p, 0) for p in fp.unimpaired()), "cells": cells})
+                     "unimpaired_acks": sum(fp.free_acks.values()), "cells": cells})
     return {"line": rp.seconds.line(), "partitions": partitions, "rows": rows}

@@ -10,7 +10,7 @@ import pytest
 
 import checkers
 from chk_builder import History
-from checkers.progress import fault_progress, impaired_partitions, progress_seconds, too_little_progress
+from checkers.progress import Rule, fault_progress, impaired_partitions, progress_seconds, too_little_progress
 from history.fault_intervals import NemesisOp, fault_intervals
 from history.parquet import write_parquet
 from history.paired import pair_ops
@@ -18,7 +18,7 @@ from history.paired import pair_ops
 MS = 1_000_000
 S = 1000 * MS
 CUT = {"fault": "partition", "topology": "client-cut-leader", "partition": 0, "leader": "n1",
-       "nodes": ["n1"], "action": "start"}
+       "nodes": ["n1"], "client_reaches": ["n2", "n3"], "action": "start"}
 HEAL = {"fault": "partition", "nodes": ["n1", "n2", "n3"], "action": "stop"}
 
 
@@ -71,16 +71,16 @@ def _events(h: History) -> list[NemesisOp]:
 def test_the_cut_impairs_the_partition_it_names_and_those_its_node_leads() -> None:
     iv = fault_intervals(_events(planted(False)))[0]
     samples = [(0, {0: (1, [1, 2, 3]), 1: (2, [1, 2, 3]), 2: (1, [1, 2, 3])})]
-    assert impaired_partitions(iv, iv.end_time, [0, 1, 2], samples, 2) == {0, 2}
+    assert impaired_partitions(iv, iv.start_time, iv.end_time, [0, 1, 2], samples, Rule(2)) == {0, 2}
     low_isr = samples + [(iv.start_time + 1, {0: (1, [1]), 1: (2, [2]), 2: (3, [1, 2, 3])})]
-    assert impaired_partitions(iv, iv.end_time, [0, 1, 2], low_isr, 2) == {0, 1, 2}
-    assert impaired_partitions(iv, iv.end_time, [0, 1, 3], samples, 2) == {0, 1, 3} - {1}   # 3: no leader known
+    assert impaired_partitions(iv, iv.start_time, iv.end_time, [0, 1, 2], low_isr, Rule(2)) == {0, 1, 2}
+    assert impaired_partitions(iv, iv.start_time, iv.end_time, [0, 1, 3], samples, Rule(2)) == {0, 1, 3} - {1}   # 3: no leader known
 
 
 def test_a_fault_tied_to_no_node_impairs_every_partition() -> None:
     ev = NemesisOp(0, 10, 20, "bump-clock", {"fault": "clock", "action": "start"})
     iv = fault_intervals([ev])[0]
-    assert impaired_partitions(iv, 30, [0, 1], [], 1) == {0, 1}
+    assert impaired_partitions(iv, 10, 30, [0, 1], [], Rule()) == {0, 1}
 
 
 @pytest.mark.parametrize("stall_other,slow,progressing", [(True, 1, 0), (False, 0, 1)])
@@ -91,11 +91,12 @@ def test_progress_per_fault(stall_other: bool, slow: int, progressing: float) ->
         if op["f"] == "send" and op["type"] == "ok":
             acks.setdefault(op["value"][0][0], []).append(op["time"])
     span = (min(min(v) for v in acks.values()), max(max(v) for v in acks.values()))
-    fp = fault_progress(fault_intervals(_events(h)), acks, [(0, {0: (1, [1, 2, 3]), 1: (2, [1, 2, 3])})], 2, span)
+    intervals, samples = fault_intervals(_events(h)), [(0, {0: (1, [1, 2, 3]), 1: (2, [1, 2, 3])})]
+    fp = fault_progress(intervals, acks, samples, Rule(2, isr_waits=True), span)
     assert [f.impaired for f in fp] == [{0}] and fp[0].acks[0] == 0
     assert fp[0].baseline[1] == pytest.approx(5, rel=0.1)   # a send to each partition every 200 ms
     assert len(too_little_progress(fp, 0.5)) == slow
-    secs = progress_seconds(fp, acks, span)
+    secs = progress_seconds(intervals, acks, samples, Rule(2), span)
     assert secs.seconds >= 2 and secs.share == progressing
 
 
@@ -139,3 +140,16 @@ def test_spark_engine_planted_agrees(spark: Any, tmp_path: Path, min_progress: f
         a, b = ref.to_json(), results[i].to_json()
         a.pop("checker"), b.pop("checker")
         assert a == b
+
+
+def test_an_isolated_leader_impairs_only_the_partitions_it_leads() -> None:
+    value = {"fault": "partition", "topology": "isolate-leader", "partition": 0, "leader": "n1",
+             "isolated": ["n1"], "nodes": ["n1", "n2", "n3"], "action": "start"}
+    iv = fault_intervals([NemesisOp(0, 10, 20, "start-partition", value)])[0]
+    samples = [(0, {0: (1, [1, 2, 3]), 1: (2, [1, 2, 3]), 2: (3, [1, 2, 3])}),
+               (15, {0: (2, [2, 3]), 1: (2, [2, 3]), 2: (3, [2, 3])})]
+    assert impaired_partitions(iv, 10, 30, [0, 1, 2], samples, Rule(2)) == {0}
+    assert impaired_partitions(iv, 10, 30, [0, 1, 2], samples, Rule(3)) == {0, 1, 2}
+    # acks=all: until the ISR shrinks away from n1, every partition waits for it
+    assert impaired_partitions(iv, 10, 14, [0, 1, 2], samples, Rule(2, isr_waits=True)) == {0, 1, 2}
+    assert impaired_partitions(iv, 15, 30, [0, 1, 2], samples[1:], Rule(2, isr_waits=True)) == {0}

@@ -6,7 +6,7 @@ from reports.fault_progress import min_insync_of, progress_rows, run_progress
 
 S = 1_000_000_000
 CUT = {"fault": "partition", "topology": "client-cut-leader", "partition": 0, "leader": "n1",
-       "nodes": ["n1"], "action": "start"}
+       "nodes": ["n1"], "client_reaches": ["n2", "n3"], "action": "start"}
 
 
 def op(process, type_, f, time_s, value=None, **kw):
