@@ -66,11 +66,6 @@ class FaultProgress:
         n = self.free_seconds.get(p, 0)
         return self.free_acks.get(p, 0) / n if n else 0.0
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"fault": self.fault, "start": self.start, "end": self.end, "impaired": sorted(self.impaired),
-                "acks": {str(p): n for p, n in sorted(self.acks.items())},
-                "baseline": {str(p): round(r, 3) for p, r in sorted(self.baseline.items())}}
-
 
 @dataclass(frozen=True)
 class ProgressSeconds:
