@@ -14,7 +14,9 @@ Config (a plain dict, every key optional): ``engine`` ("auto" | "spark" |
 "reference"; auto: the reference up to ``REFERENCE_MAX_OPS`` ops, else Spark),
 ``spark_master`` ("local[2]"), ``spark_conf`` (extra Spark settings),
 ``max_witnesses`` (20), ``allowed`` ({anomaly type: reason}; a falsy reason
-takes a default allowance away).
+takes a default allowance away), ``min_progress`` (0..1; unset:
+too-little-progress is not judged), ``min_insync_replicas`` (read from the
+run's stored config).
 """
 from __future__ import annotations
 
@@ -238,6 +240,11 @@ def stored_checker_config(run_dir: str | Path) -> dict[str, Any]:
             cfg["client_settings"] = stored["client_settings"]
         if isinstance(stored.get("broker"), dict):      # the coordinator's abort interval (hanging.py)
             cfg["broker_settings"] = stored["broker"]
+
+        for table in ("broker", "topic"):       # the topic's setting wins (harness/schedule.py min_insync)
+            t = stored.get(table)
+            if isinstance(t, dict) and t.get("min.insync.replicas") is not None:
+                cfg["min_insync_replicas"] = t["min.insync.replicas"]
     return cfg
 
 

@@ -61,6 +61,10 @@ class Settings:
     client_settings: dict[str, Any] | None = None               # the run's effective producer/consumer settings
     broker_settings: dict[str, Any] | None = None               # the run's [broker] overrides (config.json "broker")
 
+    # too little progress on partitions a fault did not impair is an anomaly (progress_check.py); None: not judged
+    min_progress: float | None = None
+    min_insync: int = 1             # the run topic's min.insync.replicas (an ISR below it impairs a partition)
+
     @classmethod
     def from_config(cls, config: dict[str, Any] | None) -> "Settings":
         config = dict(config or {})
@@ -71,6 +75,11 @@ class Settings:
                 spark_conf=dict(config.get("spark_conf") or {}),
                 client_settings=config.get("client_settings"),
                 broker_settings=config.get("broker_settings"))
+
+                min_progress=None if config.get("min_progress") is None else float(config["min_progress"]),
+                min_insync=int(config.get("min_insync_replicas") or 1))
+        if s.min_progress is not None and not 0 <= s.min_progress <= 1:
+            raise ValueError(f"min_progress must be between 0 and 1, got {s.min_progress}")
         if s.engine not in ENGINES:
             raise ValueError(f"unknown checker engine {s.engine!r} ({', '.join(ENGINES)})")
         unknown = set(s.allowed) - set(ANOMALY_TYPES)
@@ -85,6 +94,8 @@ class Settings:
         if mode == "subscribe":
             out.update(SUBSCRIBE_ALLOWED)
         out.update(client_allowances((self.client_settings or {}).get("producer")))
+        if self.min_progress is None:
+            out["too-little-progress"] = "not judged: [checker] min_progress is not set"
         for k, reason in self.allowed.items():
             if reason:
                 out[k] = str(reason)
@@ -157,6 +168,9 @@ class RunFindings:
     # the engine was asked about, and the final drain's view (a hanging.DrainView)
     writers: dict[tuple[int, int], int] = field(default_factory=dict)
     drain_view: Any = None
+
+    # partition -> every acknowledged message's completion time (ns), sorted: the progress step
+    ack_times: dict[int, Any] = field(default_factory=dict)
 
 
 def percentile(sorted_values: Sequence[float], p: float) -> float:
@@ -260,6 +274,9 @@ def assemble(rf: RunFindings, settings: Settings, checker: dict[str, Any],
             msg = f"hanging-transaction: {type(e).__name__}: {e}"
             rf.errors.append(msg)
             rf.anomalies["hanging-transaction"] = Finding(error=msg)
+
+    from .progress_check import judge as judge_progress    # imported here: it builds on this module's Finding
+    judge_progress(rf, settings)
     allowed = settings.allowed_for(rf.mode)
     timeline = Timeline(rf.control_rows)
     anomalies: dict[str, dict[str, Any]] = {}

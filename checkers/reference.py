@@ -29,7 +29,7 @@ from .committed_offsets import OFFSET_TYPES, check_phantom_commits
 from .hanging import drain_view
 from .groups import chain_cuts, check_groups, rebalances
 from .share import SHARE_TYPES, check_share
-from .reference_stats import stats
+from .reference_stats import ack_times, stats
 from .settle import MarkerOf, Settled, effective_type, settle
 from .txn import acknowledged, read_committed
 
@@ -434,4 +434,7 @@ def analyze(ops: list[PairedOp], settings: Settings, marker: MarkerOf | None = N
         op_rows={i: run.by_id[i].to_row() for i in ids if i in run.by_id},
         control_rows=[o.to_row() for o in run.ops if not o.client],
         writers=writers, drain_view=drain_view(o.to_row() for o in run.polls if o.drain),
+
+        ack_times=ack_times(run),
     )
+

@@ -65,3 +65,13 @@ def stats(run: "RunIndex") -> dict[str, Any]:
         "realtime_lag": lag_summary(*(
             (percentile(lags, 0.5), percentile(lags, 0.99), float(lags[-1])) if lags else (None,) * 3)),
     }
+
+
+def ack_times(run: "RunIndex") -> dict[int, list[int]]:
+    """Every acknowledged message's completion time (ns) per partition, for the
+    per-fault progress step both engines share (progress_check.judge)."""
+    out: dict[int, list[int]] = defaultdict(list)
+    for m in run.acks:
+        if m.op.time is not None:
+            out[m.partition].append(m.op.time)
+    return {p: sorted(ts) for p, ts in out.items()}

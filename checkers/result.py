@@ -106,6 +106,8 @@ ANOMALY_TYPES = (
     "share-not-redelivered",
     "share-double-delivery",
     "share-count-decrease",
+    # progress (checkers/progress_check.py; judged with [checker] min_progress)
+    "too-little-progress",
 )
 
 # One sentence per type: results.json carries it, reports fall back on it.
@@ -176,6 +178,9 @@ DESCRIPTIONS: dict[str, str] = {
     "share-double-delivery": "a record was delivered to a second share-group member while the first certainly "
                              "still held its acquisition lock",
     "share-count-decrease": "a record was delivered with a lower delivery count than an earlier delivery of it",
+    "too-little-progress": "during a fault, a partition the fault did not impair (not named by it, its leader "
+                           "not on a faulted node, its ISR not below min.insync.replicas) acknowledged writes "
+                           "at less than [checker] min_progress times its rate outside faults",
 }
 
 

@@ -157,6 +157,7 @@ def _analyze(spark: Any, src: Source, slices: dict[tuple[int, int | None], list[
     wits: dict[tuple[int, str], list[tuple[list[int], Witness]]] = defaultdict(list)
     stat: dict[tuple[int, str], int] = defaultdict(int)
     lags: dict[int, list[np.ndarray]] = defaultdict(list)
+    ack_times: dict[int, dict[int, np.ndarray]] = defaultdict(dict)   # run -> partition -> ack times (ns)
     losses: dict[int, list[tuple[int, int | None, int, int | None]]] = defaultdict(list)
     inconsistent: dict[int, list[tuple[int, int, int | None]]] = defaultdict(list)
     part_errors: list[tuple[int, str, str]] = []
@@ -181,6 +182,8 @@ def _analyze(spark: Any, src: Source, slices: dict[tuple[int, int | None], list[
                 ok_parts[run].add(row["partition"])
         elif what == "lag":
             lags[run].append(unpack_sorted(row["blob"]))
+        elif what == "ack_times":
+            ack_times[run][row["partition"]] = unpack_sorted(row["blob"])
         elif what == "losses":
             times = np.frombuffer(row["blob"], np.int64)
             losses[run] += [(row["partition"], None if o < 0 else int(o), int(v), int(t) if t >= 0 else None)
@@ -256,5 +259,8 @@ def _analyze(spark: Any, src: Source, slices: dict[tuple[int, int | None], list[
             losses=losses[run], inconsistent=inconsistent[run],
             errors=acc.errors[run], op_rows=op_rows[run], control_rows=control_rows[run],
             writers=writers[run], drain_view=drain_view(drains[run]))
+
+            losses=losses[run], inconsistent=inconsistent[run], ack_times=ack_times.get(run, {}),
+            errors=acc.errors[run], op_rows=op_rows[run], control_rows=control_rows[run])
     return out
 

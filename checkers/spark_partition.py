@@ -16,7 +16,9 @@ Output rows (``OUT_SCHEMA``): ``what`` is "count" (n violations of ``type``),
 int64 ns, sorted and packed: ``pack_sorted``), "losses" (every lost write: ``offsets``, -1 when unknown,
 ``values``, ``blob`` their ack times) or "inconsistent" (every inconsistent
 offset, ``blob`` its earliest ack time or -1): the last two feed the election
-step (``elections.judge``) that both engines share.
+step (``elections.judge``) that both engines share; "ack_times" (``blob``: every
+acknowledged message's completion time, packed as "lag") feeds the progress step
+(``progress_check.judge``).
 """
 from __future__ import annotations
 
@@ -247,6 +249,11 @@ class PartitionLog:
         _lag(self.out, self.off[self.ack], self.t_done[self.ack], self.read & ~self.drain & ~self.txn_r, self.off,
              self.ids, self.pos, self.t_inv)
 
+    def ack_times(self) -> None:
+        """Every acknowledged message's completion time, for the per-fault
+        progress step both engines share (checkers/progress_check.py)."""
+        self.out.rows.append({"what": "ack_times", "blob": pack_sorted(self.t_done[self.ack])})
+
     def polls(self) -> None:
         poll_chains(self)
 
@@ -271,6 +278,7 @@ CHECKS: dict[str, tuple[str, tuple[str, ...]]] = {
     "acks": ("acks", ("nonlinearizable-offset", "nonmonotonic-send")),
     "polls": ("polls", ("nonmonotonic-poll", "poll-skip")),
     "lag": ("lag", ()),
+    "ack-times": ("ack_times", ()),
     "txn-reads": ("txn_reads", ("aborted-read", "precommitted-read")),
     "txn-internal": ("txn_internal", ("int-poll-skip", "int-nonmonotonic-poll", "int-nonmonotonic-send",
                                       "int-send-skip")),

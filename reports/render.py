@@ -14,6 +14,7 @@ from history.ops import history_header
 
 from .availability import WriteAvailability
 from .checked import checked_lines
+from .fault_progress import progress_rows, run_progress
 from .elections_page import RECORD_KEYS, all_elections, election_source, elections_context, witness_record
 from .faults import fault_timeline
 from .junit import junit_xml
@@ -305,6 +306,7 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
         "fault_colors": sorted(tl.colors.items()),
         "stats": _with_write_share(_stats_rows(stats), wa),
         "checked": checked_lines(run.results, stats, d, tl, election_source(run.results), elections, wa),
+        "fault_progress": progress_rows(run_progress(d, cfg)),
         "settled_txns": _settled_rows(stats),
         "computed_ops": [{"f": jtext(f, 40), "ok": c.get("ok", 0), "fail": c.get("fail", 0), "info": c.get("info", 0)}
                          for f, c in sorted(d.op_counts.items())],

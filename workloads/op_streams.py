@@ -59,14 +59,26 @@ def subscribe_op(spec: StreamSpec, rng: random.Random) -> PlannedOp:
     return PlannedOp(0.0, "subscribe", None)
 
 
+def home_partitions(partitions: int, worker: int, concurrency: int) -> list[int]:
+    """The partitions worker ``worker`` sends to: with at least as many workers
+    as partitions, one (``worker % partitions``); with fewer, every
+    ``concurrency``-th. Every partition has a sender, and a fault that stops one
+    partition stalls only its own workers: a worker blocked on a send to a cut
+    leader would otherwise hold up its sends to every other partition
+    (docs/design.md, "Progress where a fault does not reach")."""
+    first = worker % partitions % concurrency if partitions and concurrency else 0
+    return [p for p in range(partitions) if p % max(1, concurrency) == first]
+
+
 def queue_ops(spec: StreamSpec, rng: random.Random, one_message: bool) -> Iterator[PlannedOp]:
     """Sends (``send_fraction`` of the ops), commits (``commit_fraction`` of
     all ops, drawn among the non-sends so that send_fraction keeps its
     meaning; ``async_commit_probability`` of them asynchronous) and polls.
-    A send is 1..max_batch messages to one partition, or one message with
-    ``one_message`` (a pipelined producer's: workloads/pipelined.py)."""
+    A send is 1..max_batch messages to one of the worker's home partitions
+    (``home_partitions``), or one message with ``one_message`` (a pipelined
+    producer's: workloads/pipelined.py). Polls read what the assign op drew."""
     w = spec.workload
-    partitions = list(range(w.partitions))
+    partitions = home_partitions(w.partitions, spec.worker, spec.concurrency)
     messages_sent = 0
     commit_fraction = spec.commit_fraction
     commit_p = commit_fraction / (1 - w.send_fraction) if commit_fraction and w.send_fraction < 1 else 0.0
