@@ -240,7 +240,6 @@ def stored_checker_config(run_dir: str | Path) -> dict[str, Any]:
             cfg["client_settings"] = stored["client_settings"]
         if isinstance(stored.get("broker"), dict):      # the coordinator's abort interval (hanging.py)
             cfg["broker_settings"] = stored["broker"]
-
         for table in ("broker", "topic"):       # the topic's setting wins (harness/schedule.py min_insync)
             t = stored.get(table)
             if isinstance(t, dict) and t.get("min.insync.replicas") is not None:

@@ -60,7 +60,6 @@ class Settings:
     spark_conf: dict[str, Any] = field(default_factory=dict)   # extra Spark settings
     client_settings: dict[str, Any] | None = None               # the run's effective producer/consumer settings
     broker_settings: dict[str, Any] | None = None               # the run's [broker] overrides (config.json "broker")
-
     # too little progress on partitions a fault did not impair is an anomaly (progress_check.py); None: not judged
     min_progress: float | None = None
     min_insync: int = 1             # the run topic's min.insync.replicas (an ISR below it impairs a partition)
@@ -74,8 +73,7 @@ class Settings:
                 allowed=dict(config.get("allowed") or {}),
                 spark_conf=dict(config.get("spark_conf") or {}),
                 client_settings=config.get("client_settings"),
-                broker_settings=config.get("broker_settings"))
-
+                broker_settings=config.get("broker_settings"),
                 min_progress=None if config.get("min_progress") is None else float(config["min_progress"]),
                 min_insync=int(config.get("min_insync_replicas") or 1))
         if s.min_progress is not None and not 0 <= s.min_progress <= 1:
@@ -168,7 +166,6 @@ class RunFindings:
     # the engine was asked about, and the final drain's view (a hanging.DrainView)
     writers: dict[tuple[int, int], int] = field(default_factory=dict)
     drain_view: Any = None
-
     # partition -> every acknowledged message's completion time (ns), sorted: the progress step
     ack_times: dict[int, Any] = field(default_factory=dict)
 
@@ -274,7 +271,6 @@ def assemble(rf: RunFindings, settings: Settings, checker: dict[str, Any],
             msg = f"hanging-transaction: {type(e).__name__}: {e}"
             rf.errors.append(msg)
             rf.anomalies["hanging-transaction"] = Finding(error=msg)
-
     from .progress_check import judge as judge_progress    # imported here: it builds on this module's Finding
     judge_progress(rf, settings)
     allowed = settings.allowed_for(rf.mode)

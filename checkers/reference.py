@@ -434,7 +434,5 @@ def analyze(ops: list[PairedOp], settings: Settings, marker: MarkerOf | None = N
         op_rows={i: run.by_id[i].to_row() for i in ids if i in run.by_id},
         control_rows=[o.to_row() for o in run.ops if not o.client],
         writers=writers, drain_view=drain_view(o.to_row() for o in run.polls if o.drain),
-
         ack_times=ack_times(run),
     )
-

@@ -256,11 +256,8 @@ def _analyze(spark: Any, src: Source, slices: dict[tuple[int, int | None], list[
                                                float(lag[-1])) if len(lag) else (None,) * 3)),
             },
             elections=[], mode=base["mode"], has_ok_send=base["has_ok_send"],
-            losses=losses[run], inconsistent=inconsistent[run],
+            losses=losses[run], inconsistent=inconsistent[run], ack_times=ack_times.get(run, {}),
             errors=acc.errors[run], op_rows=op_rows[run], control_rows=control_rows[run],
             writers=writers[run], drain_view=drain_view(drains[run]))
-
-            losses=losses[run], inconsistent=inconsistent[run], ack_times=ack_times.get(run, {}),
-            errors=acc.errors[run], op_rows=op_rows[run], control_rows=control_rows[run])
     return out
 
