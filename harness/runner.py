@@ -295,7 +295,7 @@ class Runner:
                 collect_records(self.cluster.kafka, self.run_dir, TOPIC, self.cfg.workload.partitions)
             except Exception as exc:
                 log.warning("reading Kafka's records failed: %s", exc)
-            if self.cfg.workload.transactions:     # Kafka's tool on hanging transactions (KIP-664)
+            if "hanging-transaction" in self.kind.checks:     # Kafka's tool on them (KIP-664)
                 collect_find_hanging(self.cluster.kafka, self.run_dir)
             try:
                 self.cluster.kafka.collect_logs(self.run_dir / "nodes")

@@ -65,7 +65,8 @@ ELECTION_CHECKS = ("unclean-election", "elr-election")
 # include the final drain's.
 READ_CHECKS = ("inconsistent-offset", "duplicate", "nonlinearizable-offset", "nonmonotonic-send",
                "nonmonotonic-poll", "poll-skip", "unseen")
-SEND_CHECKS = ("lost-write", "phantom-write")                  # plain sends
+# plain sends; too-little-progress: their acks during faults (checkers/progress.py)
+SEND_CHECKS = ("lost-write", "phantom-write", "too-little-progress")
 # group members' commits; phantom-commit also the committed-offset samples
 GROUP_CHECKS = ("commit-backwards", "lost-consumption", "redelivery", "phantom-commit")
 TXN_CHECKS = ("aborted-read", "precommitted-read", "torn-transaction", "lost-txn-write", "int-poll-skip",

@@ -55,6 +55,9 @@ ELSEWHERE = ("commit-backwards", "lost-consumption", "redelivery", "phantom-comm
 ELSEWHERE += TXN_TYPES      # chk_gen_txn: transactions
 ELSEWHERE += ("lost-share-record", "share-accepted-redelivered", "share-not-redelivered",
               "share-double-delivery", "share-count-decrease")     # chk_gen_share: share groups
+# From Kafka's record and the fault intervals, with hand-written cases of their own
+# (test_chk_hanging.py, test_chk_progress.py)
+ELSEWHERE += ("hanging-transaction", "too-little-progress")
 
 
 def inject(ops: list[Op], typ: str, rng: random.Random) -> tuple[list[Op], int] | None:
