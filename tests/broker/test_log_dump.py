@@ -185,6 +185,8 @@ def test_collect_records_after_a_leader_kill(heal_cluster, topic_name, tmp_path)
     assert [r["offset"] for r in body] == sorted(r["offset"] for r in body)
 
     rep = [json.loads(l) for l in (tmp_path / "replicas.jsonl").read_text().splitlines()]
+    read_at = rep[0].pop("read_wall_ms")     # when Kafka's record was read (checkers/hanging.py)
+    assert isinstance(read_at, int) and read_at > 0
     assert rep[0] == {"kchaos-replicas": 1, "topic": topic_name, "max_records": 200_000}
     lines = {(r["node"], r["partition"]): r for r in rep[1:]}
     assert set(lines) == {(f"n{b}", p) for b in (1, 2, 3) for p in (0, 1)}
