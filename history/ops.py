@@ -186,6 +186,7 @@ HEADER_KEY = "kchaos-history"
 INVOKE, OK, FAIL, INFO = "invoke", "ok", "fail", "info"
 COMPLETIONS = (OK, FAIL, INFO)
 NEMESIS, SAMPLER, OFFSET_SAMPLER = "nemesis", "sampler", "offset-sampler"
+PROXY = "proxy"                # the process of the protocol proxy's events (above)
 SEND, POLL, ASSIGN, SUBSCRIBE, SAMPLE = "send", "poll", "assign", "subscribe", "sample"
 TXN, COMMIT, REBALANCE = "txn", "commit", "rebalance"
 SHARE_SUBSCRIBE, SHARE_POLL, SHARE_ACK, SHARE_ACKED = "share-subscribe", "share-poll", "share-ack", "share-acked"

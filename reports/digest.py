@@ -9,7 +9,8 @@ latencies, acknowledged offsets, first reads), never as Python objects, so a
 drawing only; the counts, bins and percentiles are of every op.
 
 What counts as what follows the history contract (``history.ops``): client
-ops are those of any process but the nemesis and the sampler; an op's
+ops are those of any process but the nemesis, the proxy and the sampler (the
+proxy's events are listed with the nemesis ops); an op's
 latency runs from its invoke to its completion; an acknowledged write is a
 message of an ok send with its offset; a read is a message an ok poll (the
 drain included) returned.
@@ -27,7 +28,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from history.fault_intervals import NemesisOp
-from history.ops import COMPLETIONS, NEMESIS, OK, POLL, SAMPLE, SAMPLER, SEND, TXN
+from history.ops import COMPLETIONS, NEMESIS, OK, POLL, PROXY, SAMPLE, SAMPLER, SEND, TXN
 from history.paired import CLIENT
 
 from .columns import Seen, bools, code_of, codes, indices, numpy_of
@@ -194,6 +195,8 @@ class DigestBuilder:
         d = self.d
         role, rnames = codes(t["role"])
         nem, smp = role == code_of(rnames, NEMESIS), role == code_of(rnames, SAMPLER)
+        # what the protocol proxy did to a request is a fault's event, listed with the nemesis ops
+        nem |= role == code_of(rnames, PROXY)
         is_client = role == code_of(rnames, CLIENT)
         client = ~(nem | smp)
         done = bools(pc.is_valid(t["index"]))

@@ -10,7 +10,7 @@ from typing import Any
 
 import jinja2
 
-from history.ops import history_header
+from history.ops import PROXY, history_header
 
 from .availability import WriteAvailability
 from .checked import checked_lines
@@ -302,6 +302,8 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
         "wall_start": _wall_start(run, d.origin) if d.start is not None else None,
         "nemesis": nemesis,
         "nemesis_more": max(0, len(tl.events) - MAX_NEMESIS_ROWS),
+        # the protocol proxy's events (history.ops.PROXY) are listed with the nemesis ops
+        "proxy_events": sum(1 for ev in tl.events if ev.kind == PROXY and ev.action is None),
         "intervals": intervals,
         "fault_colors": sorted(tl.colors.items()),
         "stats": _with_write_share(_stats_rows(stats), wa),

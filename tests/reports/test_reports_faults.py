@@ -62,3 +62,27 @@ def test_explicit_actions_win_over_names():
            nem(2, 4, "uncut", {"nodes": ["n1"], "fault": "netem", "action": "stop"}, "info")]
     tl = fault_timeline(digest(ops))
     assert [(iv.kind, iv.start, iv.end) for iv in tl.intervals] == [("netem", 1.0, 4.0)]
+
+
+def test_proxy_events_are_fault_events_not_client_ops():
+    """What the protocol proxy did (process "proxy", history.ops) is listed with
+    the nemesis ops under its fault's colour; it is not a client op, and it
+    neither opens nor closes an interval (the proxy-arm and proxy-heal ops do)."""
+    hold = {"fault": "proxy", "action": None, "event": "hold", "nodes": ["n1"], "api": "Produce"}
+    ops = [
+        nem(0, 1, "proxy-arm", {"fault": "proxy"}),
+        nem(1, 1.1, "proxy-arm", {"fault": "proxy", "nodes": ["n1"], "action": "start"}, "info"),
+        {"index": 2, "time": 2 * S, "process": 0, "type": "invoke", "f": "send", "value": [[0, 1, None]]},
+        {"index": 3, "time": 3 * S, "process": "proxy", "type": "info", "f": "proxy-hold", "value": hold},
+        {"index": 4, "time": 4 * S, "process": 0, "type": "ok", "f": "send", "value": [[0, 1, 0]]},
+        nem(5, 5, "proxy-heal", {"fault": "proxy"}),
+        nem(6, 5.1, "proxy-heal", {"fault": "proxy", "action": "heal"}, "info"),
+    ]
+    d = digest(ops)
+    assert {f: dict(c) for f, c in d.op_counts.items()} == {"send": {"ok": 1}}
+    assert d.processes == 1
+    tl = fault_timeline(d)
+    assert [(ev.f, ev.action, ev.kind) for ev in tl.events] == [
+        ("proxy-arm", "start", "proxy"), ("proxy-hold", None, "proxy"), ("proxy-heal", "heal", "proxy")]
+    assert [(iv.kind, iv.start, iv.end) for iv in tl.intervals] == [("proxy", 1.0, 5.1)]
+    assert tl.events[1].color == tl.colors["proxy"]
