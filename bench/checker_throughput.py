@@ -44,7 +44,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -52,6 +51,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import checkers  # noqa: E402
 from history.parquet import history_to_parquet  # noqa: E402
+from proc_tree import watch  # noqa: E402
 from synthetic_history import expected, make_run  # noqa: E402
 
 
@@ -84,30 +84,6 @@ REPO = Path(__file__).resolve().parents[1]
 STAGE = re.compile(r"analysis stage (\w+): ([0-9.]+) s.*?([0-9.]+) s\)")
 
 
-def _tree(pid: int) -> dict[int, tuple[int, float]]:
-    """{process: (resident bytes, CPU seconds)} of ``pid`` and every process below it (from /proc)."""
-    children: dict[int, list[int]] = {}
-    stat: dict[int, tuple[int, float]] = {}
-    tick = os.sysconf("SC_CLK_TCK")
-    for d in os.listdir("/proc"):
-        if not d.isdigit():
-            continue
-        try:
-            with open(f"/proc/{d}/stat") as fh:
-                fields = fh.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        children.setdefault(int(fields[1]), []).append(int(d))
-        stat[int(d)] = (int(fields[21]) * os.sysconf("SC_PAGE_SIZE"), (int(fields[11]) + int(fields[12])) / tick)
-    out, todo = {}, [pid]
-    while todo:
-        p = todo.pop()
-        if p in stat:
-            out[p] = stat[p]
-        todo += children.get(p, [])
-    return out
-
-
 def kchaos_analyze(run: Path, master: str, driver_memory: str) -> dict:
     """``kchaos analyze -v`` of ``run`` (engine spark) in a process of its own:
     wall and CPU seconds (the command and what it started), peak memory, the
@@ -116,21 +92,9 @@ def kchaos_analyze(run: Path, master: str, driver_memory: str) -> dict:
     cfg["checker"] = {**cfg.get("checker", {}), "engine": "spark", "spark_master": master,
                       "spark_conf": {"spark.driver.memory": driver_memory}}
     (run / "config.json").write_text(json.dumps(cfg))
-    t0 = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "harness.cli", "analyze", "-v", str(run)], cwd=REPO,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    out: list[str] = []
-    reader = threading.Thread(target=lambda: out.extend(proc.stdout), daemon=True)
-    reader.start()
-    peak, cpu = 0, {}
-    while proc.poll() is None:
-        tree = _tree(proc.pid)
-        peak = max(peak, sum(rss for rss, _ in tree.values()))
-        cpu.update({p: max(c, cpu.get(p, 0.0)) for p, (_, c) in tree.items()})
-        time.sleep(0.1)
-    wall = time.monotonic() - t0
-    reader.join()
-    return {"wall": wall, "rc": proc.returncode, "tree_rss": peak, "cpu": sum(cpu.values()),
+    w = watch([sys.executable, "-m", "harness.cli", "analyze", "-v", str(run)], cwd=REPO)
+    out = w.output
+    return {"wall": w.wall, "rc": w.rc, "tree_rss": w.peak_rss, "cpu": w.cpu,
             "stages": {m.group(1): float(m.group(2)) for m in map(STAGE.search, out) if m},
             "stage_cpu": {m.group(1): float(m.group(3)) for m in map(STAGE.search, out) if m},
             "load": os.getloadavg()[0], "output": out,

@@ -117,7 +117,7 @@ def time_axis(axes: list[Any], d: Digest, origin: float | None = None, end: floa
 def png(fig: Figure) -> str:
     FigureCanvasAgg(fig)
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=DPI)
+    fig.savefig(buf, format="png", dpi=DPI, pil_kwargs={"compress_level": 1})
     return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
 
 

@@ -42,6 +42,17 @@ class AnomalyRow:
         return self.count > 0 and not self.allowed
 
 
+def read_digest(run_dir: Path) -> tuple[Digest, list[str]]:
+    """The digest of a run folder's history (``reports.history_source``) and notes
+    on what of it could not be read; never raises: a report is still written,
+    saying why it has no plots."""
+    try:
+        return run_digest(Path(run_dir))
+    except Exception as e:  # noqa: BLE001
+        log.exception("reading the history of %s failed", run_dir)
+        return Digest(), [f"The history could not be read: {type(e).__name__}: {e}"]
+
+
 @dataclass
 class RunData:
     run_dir: Path
@@ -57,18 +68,16 @@ class RunData:
         first use, so a verdict line or a console table never reads the history.
         What of it could not be read joins ``notes``."""
         if self._digest is None:
-            self._digest = Digest()
-            notes: list[str] = []
-            if self.history_present:
-                try:
-                    self._digest, notes = run_digest(self.run_dir)
-                except Exception as e:  # noqa: BLE001 - a report is still written, saying why it has no plots
-                    log.exception("reading the history of %s failed", self.run_dir)
-                    notes = [f"The history could not be read: {type(e).__name__}: {e}"]
-            self.notes.extend(notes)
-            _AVAILABILITY.clear()
-            _AVAILABILITY[_history_key(self.run_dir)] = (write_availability(self._digest), notes)
+            self.use_digest(*read_digest(self.run_dir) if self.history_present else (Digest(), []))
         return self._digest
+
+    def use_digest(self, d: Digest, notes: list[str]) -> None:
+        """Take the history's digest (``read_digest``), read elsewhere or beforehand:
+        harness/analysis.py reads it while the checkers run."""
+        self._digest = d
+        self.notes.extend(notes)
+        _AVAILABILITY.clear()
+        _AVAILABILITY[_history_key(self.run_dir)] = (write_availability(d), notes)
 
     def write_availability(self) -> WriteAvailability | None:
         """The share of the workload with acknowledged writes: remembered, with

@@ -18,6 +18,7 @@ from .fault_progress import progress_rows, run_progress
 from .elections_page import RECORD_KEYS, all_elections, election_source, elections_context, witness_record
 from .faults import fault_timeline
 from .junit import junit_xml
+from .digest import Digest
 from .load import RunData, load_run, node_logs
 from .story import story
 from .view import flat_rows, group_witnesses, jtext, secs, witness_view
@@ -321,8 +322,10 @@ def render_html(run: RunData, plots: bool = True) -> str:
     return _env.get_template("report.html.j2").render(**build_context(run, plots=plots))
 
 
-def render_run(run_dir: Path) -> Path:
+def render_run(run_dir: Path, digested: tuple[Digest, list[str]] | None = None) -> Path:
     """Write ``report.html`` and ``junit.xml`` into ``run_dir``; return the report's path.
+    ``digested``: the history's digest and its notes (``reports.load.read_digest``)
+    when the caller has read it already, else it is read here.
 
     Never fails for a missing or broken piece of the run folder: such a
     problem becomes a note in the report (and the verdict becomes unknown
@@ -332,6 +335,8 @@ def render_run(run_dir: Path) -> Path:
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run folder {run_dir} does not exist")
     run = load_run(run_dir)
+    if digested is not None and run.history_present:
+        run.use_digest(*digested)
     report = run_dir / "report.html"
     html = render_html(run)
     _write_atomic(report, html.encode("utf-8", errors="replace"))  # lone surrogates from JSON escapes
