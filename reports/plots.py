@@ -41,7 +41,7 @@ def throughput_plot(d: Digest, tl: FaultTimeline, availability: list[dict[str, A
     width = bin_width(d.span)
     caption = (f"Completed client operations per second ({width:g} s bins) by outcome; "
                "shaded bands are fault intervals.")
-    fig = Figure(layout="constrained", figsize=(WIDTH_IN, 3.0))
+    fig = Figure(figsize=(WIDTH_IN, 3.0))
     ax = fig.add_subplot()
     handles = []
     if d.completions:
@@ -71,8 +71,8 @@ def throughput_plot(d: Digest, tl: FaultTimeline, availability: list[dict[str, A
     ax.set_ylabel("ops / s")
     ax.set_ylim(bottom=0)
     axis = time_axis([ax], d, origin, end)
-    legend(ax, handles + fault_handles(tl), ncol=8)
-    return Plot("throughput", title, caption, png(fig), **axis)
+    rows = legend(ax, handles + fault_handles(tl), ncol=8)
+    return Plot("throughput", title, caption, png(fig, rows), **axis)
 
 
 def latency_plot(d: Digest, tl: FaultTimeline) -> Plot:
@@ -84,7 +84,7 @@ def latency_plot(d: Digest, tl: FaultTimeline) -> Plot:
         return Plot("latency", title, caption, None, "No completed client operations in the history.")
     t = d.lat_t - d.origin
     lat = np.maximum(d.lat_ms, 1e-3)
-    fig = Figure(layout="constrained", figsize=(WIDTH_IN, 3.4))
+    fig = Figure(figsize=(WIDTH_IN, 3.4))
     ax = fig.add_subplot()
     handles = []
     for code, typ in enumerate(TYPES):
@@ -103,8 +103,8 @@ def latency_plot(d: Digest, tl: FaultTimeline) -> Plot:
     ax.set_yscale("log")
     ax.set_ylabel("latency (ms)")
     axis = time_axis([ax], d)
-    legend(ax, handles + fault_handles(tl), ncol=8)
-    return Plot("latency", title, caption, png(fig), **axis)
+    rows = legend(ax, handles + fault_handles(tl), ncol=8)
+    return Plot("latency", title, caption, png(fig, rows), **axis)
 
 
 def _witness_points(w: dict[str, Any], d: Digest) -> list[tuple[float, float]]:
@@ -157,7 +157,7 @@ def offsets_plot(d: Digest, tl: FaultTimeline, anomalies: dict[str, list[dict[st
         caption += f" Showing {len(shown)} of {len(parts)} partitions (those with witnesses first)."
     if not shown:
         return Plot("offsets", title, caption, None, "No acknowledged sends in the history.")
-    fig = Figure(layout="constrained", figsize=(WIDTH_IN, 1.2 + 1.9 * len(shown)))
+    fig = Figure(figsize=(WIDTH_IN, 1.2 + 1.9 * len(shown)))
     axes = fig.subplots(len(shown), 1, sharex=True, squeeze=False)[:, 0]
     used: dict[str, Any] = {}
     for i, (ax, p) in enumerate(zip(axes, shown)):
@@ -185,8 +185,8 @@ def offsets_plot(d: Digest, tl: FaultTimeline, anomalies: dict[str, list[dict[st
         shade(ax, tl, d.origin)
         ax.set_ylabel(f"p{p} offset")
     axis = time_axis(list(axes), d)
-    legend(axes[0], list(used.values()) + fault_handles(tl), ncol=8)
-    return Plot("offsets", title, caption, png(fig), **axis)
+    rows = legend(axes[0], list(used.values()) + fault_handles(tl), ncol=8)
+    return Plot("offsets", title, caption, png(fig, rows), **axis)
 
 
 def _derive_elections(samples: list[tuple[float, dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -239,7 +239,7 @@ def leaders_plot(d: Digest, tl: FaultTimeline, elections: list[dict[str, Any]], 
     if not shown:
         return Plot("leaders", title, caption, None, "The metadata samples name no partitions.")
     brokers = sorted({b for p in shown for _, l, isr in series[p] for b in ([l] if l is not None else []) + isr})
-    fig = Figure(layout="constrained", figsize=(WIDTH_IN, 1.2 + (0.9 + 0.28 * max(1, len(brokers))) * len(shown)))
+    fig = Figure(figsize=(WIDTH_IN, 1.2 + (0.9 + 0.28 * max(1, len(brokers))) * len(shown)))
     axes = fig.subplots(len(shown), 1, sharex=True, squeeze=False)[:, 0]
     end_t = d.duration - d.origin
     for ax, p in zip(axes, shown):
@@ -295,8 +295,8 @@ def leaders_plot(d: Digest, tl: FaultTimeline, elections: list[dict[str, Any]], 
     kinds = {e.get("kind") for e in clean}
     handles += [Line2D([], [], marker=m, ls="", color=c, label=lbl) for k, (m, c, lbl) in CLEAN_KINDS.items()
                 if k in kinds]
-    legend(axes[0], handles + fault_handles(tl), ncol=8)
-    return Plot("leaders", title, caption, png(fig), **axis)
+    rows = legend(axes[0], handles + fault_handles(tl), ncol=8)
+    return Plot("leaders", title, caption, png(fig, rows), **axis)
 
 
 def make_plots(d: Digest, tl: FaultTimeline, anomalies: dict[str, list[dict[str, Any]]],

@@ -60,7 +60,7 @@ def unseen_plot(d: Digest, tl: FaultTimeline) -> Plot:
     shown = sorted(parts, key=lambda p: -int(series[p].max()))[:MAX_LINES]
     if len(parts) > len(shown):
         caption += f" Showing {len(shown)} of {len(parts)} partitions (those with the most unseen)."
-    fig = Figure(layout="constrained", figsize=(WIDTH_IN, 3.0))
+    fig = Figure(figsize=(WIDTH_IN, 3.0))
     ax = fig.add_subplot()
     handles = []
     total = sum(series.values())
@@ -76,8 +76,8 @@ def unseen_plot(d: Digest, tl: FaultTimeline) -> Plot:
     ax.set_ylabel("unseen writes")
     ax.set_ylim(0, max(1.0, float(total.max()) * 1.08))
     axis = time_axis([ax], d)
-    legend(ax, handles + fault_handles(tl), ncol=8)
-    return Plot("unseen", title, caption, png(fig), **axis)
+    rows = legend(ax, handles + fault_handles(tl), ncol=8)
+    return Plot("unseen", title, caption, png(fig, rows), **axis)
 
 
 def lag_points(d: Digest) -> dict[Any, tuple[np.ndarray, np.ndarray]]:
@@ -113,7 +113,7 @@ def lag_plot(d: Digest, tl: FaultTimeline) -> Plot:
     shown = parts[:MAX_LINES]
     if len(parts) > len(shown):
         caption += f" Showing {len(shown)} of {len(parts)} partitions."
-    fig = Figure(layout="constrained", figsize=(WIDTH_IN, 3.0))
+    fig = Figure(figsize=(WIDTH_IN, 3.0))
     ax = fig.add_subplot()
     handles = []
     for i, p in enumerate(shown):
@@ -127,8 +127,8 @@ def lag_plot(d: Digest, tl: FaultTimeline) -> Plot:
     ax.set_ylabel("lag (s)")
     ax.set_ylim(0, max(0.1, max(float(pts[p][1].max()) for p in shown) * 1.08))
     axis = time_axis([ax], d)
-    legend(ax, handles + fault_handles(tl), ncol=8)
-    return Plot("lag", title, caption, png(fig), **axis)
+    rows = legend(ax, handles + fault_handles(tl), ncol=8)
+    return Plot("lag", title, caption, png(fig, rows), **axis)
 
 
 __all__ = ["unseen_plot", "lag_plot", "unseen_series", "lag_points"]
