@@ -251,6 +251,7 @@ class Runner:
         cfg = self.cfg
         kafka = self.cluster.kafka
         self.events.phase("final", "healing faults, restarting brokers, draining")
+        self.recorder.writer.workload_over()     # the history's columnar copy keeps up with the drain
         if self.nemesis is not None:
             for op in final_ops(self.packages):  # HEAL_ORDER first, then scenario packages
                 self._invoke_nemesis(op)

@@ -5,6 +5,10 @@
 its stdin, one line at a time:
 
 * ``{"row_group": N}``: row groups of N paired ops from now on;
+* ``{"hurry": true}``: the workload is over (no producer thread to spare any
+  more): back to the parent's priority where the system lets a process raise
+  its own (as root it may; otherwise it stays niced), so that the copy keeps
+  up with the final drain's reads instead of finishing long after them;
 * ``{"end": N}``: the writer closed and the JSONL is N bytes: pair the rest,
   write the footers (the history's naming N, ``history.parquet.JSONL_BYTES``;
   the message index's beside it, ``history.message_index``), report and exit 0.
@@ -88,6 +92,8 @@ class Copy:
                 continue
             if "row_group" in msg:
                 self.row_group = int(msg["row_group"])
+            if msg.get("hurry"):
+                _unnice()
             if "end" in msg:
                 self._end = int(msg["end"])
                 self._wake.set()
@@ -152,10 +158,29 @@ class Copy:
         self._pending = [merged.slice(whole)] if whole < rows else []
 
 
+NICE = 10          # below the recording process while the workload runs
+_BASE: list[int] = []     # the priority it started with (the recording process's)
+
+
+def _unnice() -> None:
+    """Every thread of this process back to ``_BASE``: on Linux a priority is
+    per thread (the pyarrow pool's threads took the niced one as they started)."""
+    try:
+        tids = [int(t) for t in os.listdir("/proc/self/task")]
+    except OSError:
+        tids = [0]
+    for tid in tids:
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, _BASE[0] if _BASE else 0)
+        except OSError:       # not permitted (or the thread ended): stays niced
+            pass
+
+
 def main(argv: list[str]) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the recording process's to handle
     try:
-        os.nice(10)
+        _BASE.append(os.getpriority(os.PRIO_PROCESS, 0))
+        os.nice(NICE)
     except OSError:
         pass
     log.addHandler(_Report())

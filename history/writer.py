@@ -234,6 +234,11 @@ class ColumnarCopy:
         except (AttributeError, OSError, ValueError):   # no process, or it is gone
             return False
 
+    def hurry(self) -> None:
+        """The workload is over: the copy's process leaves its low priority
+        where it may (``history.live_copy``)."""
+        self._tell({"hurry": True})
+
     def close(self, jsonl_bytes: int) -> None:
         """Pair up to ``jsonl_bytes``, flush the last row group and write the
         footer: waits for the copy's process to finish its backlog."""
@@ -287,6 +292,11 @@ class HistoryWriter:
 
     def now(self) -> int:
         return time.monotonic_ns() - self.start_ns
+
+    def workload_over(self) -> None:
+        """No client threads left to protect: the columnar copy may catch up at full priority."""
+        if self._columnar is not None:
+            self._columnar.hurry()
 
     def append(self, op: Op) -> Op:
         """Write ``op`` with its index and time; returns it with them (the

@@ -153,3 +153,29 @@ def test_rows_from_a_pipelined_producer_are_copied_as_the_conversion_pairs_them(
     assert (pq.read_table(index_path(live)).to_pylist()
             == pq.read_table(index_path(tmp_path / "converted.parquet")).to_pylist())
     assert len(rows) == 51 and sum(r["type"] == "ok" for r in rows) == 30
+
+
+def _nice(pid: int) -> int:
+    with open(f"/proc/{pid}/stat") as fh:
+        return int(fh.read().rsplit(")", 1)[1].split()[16])
+
+
+def test_the_copy_runs_niced_and_leaves_its_low_priority_when_the_workload_is_over(tmp_path):
+    """Niced while client threads record; ``workload_over`` asks it back to the
+    recording process's priority, which only a process allowed to raise its own
+    gets (root does; anyone else's copy stays niced, as before)."""
+    import os
+    import time as _time
+    w = HistoryWriter(tmp_path / "history.jsonl")
+    pid = w._columnar.pid
+    own = _nice(os.getpid())
+    deadline = _time.monotonic() + 10
+    while _nice(pid) == own and _time.monotonic() < deadline:    # the copy nices itself as it starts
+        _time.sleep(0.05)
+    assert _nice(pid) == own + 10
+    w.workload_over()
+    want = own if os.geteuid() == 0 else own + 10
+    while _nice(pid) != want and _time.monotonic() < deadline:
+        _time.sleep(0.05)
+    assert _nice(pid) == want
+    w.close()
