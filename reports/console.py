@@ -8,6 +8,7 @@ from rich.table import Table
 from rich.text import Text
 
 from checkers.groups import GROUP_TYPES
+from checkers.progress import ProgressSeconds
 from checkers.txn import TXN_TYPES
 
 from .elections_page import unknown_reasons
@@ -45,6 +46,19 @@ def why_unknown(results: dict | None) -> list[str]:
     return lines + unknown_reasons(results)
 
 
+def progress_line(results: dict | None) -> str | None:
+    """The checkers' fault seconds with writes acknowledged where no fault reached
+    (results.json ``stats.fault_progress``; docs/design.md, "Progress where a
+    fault does not reach"), as a line; None for a run without faults."""
+    stat = ((results or {}).get("stats") or {}).get("fault_progress")
+    if not isinstance(stat, dict) or not isinstance(stat.get("fault_seconds"), int):
+        return None
+    seconds, progressing = stat["fault_seconds"], stat.get("with_acks_on_unimpaired")
+    if not isinstance(progressing, int):
+        return None
+    return ProgressSeconds(seconds, progressing).line()
+
+
 def console_summary(run_dir: Path, console: Console | None = None) -> None:
     """Print a table of anomaly counts (type, count, allowed), the verdict (an
     unknown one with its reasons under it) and the report's path."""
@@ -80,6 +94,8 @@ def console_summary(run_dir: Path, console: Console | None = None) -> None:
     wa = run.write_availability()
     if wa is not None:
         console.print(Text(wa.line()))
+    if (progress := progress_line(run.results)) is not None:
+        console.print(Text(progress))
     for note in run.notes:
         console.print(Text("note: ", style="yellow") + Text(note))
     for err in run.errors:

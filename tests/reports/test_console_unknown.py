@@ -61,3 +61,4 @@ def test_results_without_a_drain_count_claim_nothing_about_the_drain(fixture_cop
     run_dir = fixture_copy("unknown")      # results written before stats.drains existed
     text = _summary(run_dir)
     assert "final drain" not in text
+
