@@ -30,7 +30,8 @@ from harness.run_config import load, validate  # noqa: E402
 from history.ops import ACTION_START, read_history  # noqa: E402
 from history.fault_intervals import nemesis_ops  # noqa: E402
 from history.parquet import read_paired_ops  # noqa: E402
-from checkers.reference import RunIndex, lost_messages  # noqa: E402
+from checkers.reference import lost_messages  # noqa: E402
+from checkers.run_index import RunIndex  # noqa: E402
 from harness.runner import Runner  # noqa: E402
 from reports.availability import write_availability  # noqa: E402
 from reports.digest import digest  # noqa: E402

@@ -22,7 +22,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from checkers.reference import RunIndex, lost_messages  # noqa: E402
+from checkers.reference import lost_messages  # noqa: E402
+from checkers.run_index import RunIndex  # noqa: E402
 from history.fault_intervals import fault_intervals, nemesis_ops  # noqa: E402
 from history.ops import read_history, workload_start_ns  # noqa: E402
 from history.parquet import read_paired_ops  # noqa: E402

@@ -12,7 +12,7 @@ from .committed_offsets import UNKNOWN_OFFSETS_STAT, phantom_commits
 from .groups import UNKNOWN_STAT, unknown_consumption
 
 if TYPE_CHECKING:
-    from .reference import RunIndex
+    from .run_index import RunIndex
 
 NS = 1_000_000_000
 

@@ -55,7 +55,7 @@ def fold_stats(rows: Iterable[dict[str, Any]]) -> dict[int, dict[str, Any]]:
         if r["f"] == "subscribe" and d["mode"] != "group":
             d["mode"] = "subscribe"
         if r["client"] and r["f"] == "rebalance":
-            d["mode"] = "group"        # rebalances recorded: chains follow them (reference.RunIndex.mode)
+            d["mode"] = "group"        # rebalances recorded: chains follow them (run_index.RunIndex.mode)
         if r["client"] and r["f"] == "poll" and r["drain"]:
             d["drains"] += n
             d["drains_ok"] += n if r["type"] == "ok" else 0

@@ -32,7 +32,7 @@ from history.ops import READ_UNCOMMITTED, REBALANCE, SEND, TXN
 from history.paired import PairedOp
 
 if TYPE_CHECKING:
-    from .reference import RunIndex
+    from .run_index import RunIndex
 
 Result = dict[str, Finding]
 # (from txn id, to txn id, kind, partition | None, offset | None)
