@@ -29,7 +29,7 @@ import threading
 import time
 from collections import defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import pyarrow.parquet as pq
 
@@ -119,9 +119,11 @@ def check_runs(source: str | Path, config: dict[str, Any] | None = None, *,
 
 def _check(source: str | Path, config: dict[str, Any] | None, spark: Any,
            single: bool, records: RunRecords | None = None,
-           parquet_out: Path | None = None) -> dict[int, CheckResult]:
+           parquet_out: Path | None = None,
+           converted_to: Callable[[Path], Any] | None = None) -> dict[int, CheckResult]:
     """``parquet_out``: a JSONL source is converted there (and kept), not to a
-    temporary file."""
+    temporary file; ``converted_to(parquet_out)`` is called once it is
+    written, before the Spark checks (the caller may read it beside them)."""
     settings = Settings.from_config(config)
     t0 = time.monotonic()
     source = Path(source)
@@ -173,6 +175,8 @@ def _check(source: str | Path, config: dict[str, Any] | None, spark: Any,
                     except BaseException:
                         converted = False
                         raise
+                    if converted_to is not None:
+                        converted_to(parquet)
                 marker = markers_of(records) if single else None
                 findings = spark_engine.analyze_runs(sp, str(parquet), settings, stages,
                                                      {0: marker} if marker is not None else None,
@@ -247,7 +251,8 @@ def stored_checker_config(run_dir: str | Path) -> dict[str, Any]:
     return cfg
 
 
-def analyze_run(run_dir: str | Path, config: dict[str, Any] | None = None, *, spark: Any = None) -> CheckResult:
+def analyze_run(run_dir: str | Path, config: dict[str, Any] | None = None, *, spark: Any = None,
+                converted_to: Callable[[Path], Any] | None = None) -> CheckResult:
     """history.parquet (the run's own when current, else converted from
     history.jsonl, on Spark while the session starts) -> results.json in ``run_dir``. results.json's "checker"
     says which engine ran and why, and whether the Parquet was converted.
@@ -255,6 +260,9 @@ def analyze_run(run_dir: str | Path, config: dict[str, Any] | None = None, *, sp
     Config: the "checker" section of run_dir/config.json, overridden by
     ``config``. An unreadable history still gets a results.json (valid
     "unknown", the error named) before HistoryFormatError propagates.
+    ``converted_to(path)``: called with the history.parquet a conversion for the
+    Spark engine wrote, as soon as it is written (harness/analysis.py reads the
+    report's digest from it beside the checks).
     """
     run_dir = Path(run_dir)
     cfg = stored_checker_config(run_dir)
@@ -267,7 +275,7 @@ def analyze_run(run_dir: str | Path, config: dict[str, Any] | None = None, *, sp
     try:
         # converting (when needed) while a Spark session starts: see _check
         result = _check(jsonl if converted else parquet, cfg, spark, single=True, records=records,
-                        parquet_out=parquet if converted else None)[0]
+                        parquet_out=parquet if converted else None, converted_to=converted_to)[0]
     except HistoryFormatError as e:
         write_results(crashed(settings, _meta(settings, t0), f"history: {e}"), run_dir / "results.json")
         raise

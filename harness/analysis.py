@@ -6,7 +6,7 @@ import time
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from checkers import analyze_run
 from harness.store import write_json
@@ -24,22 +24,26 @@ def analyze(run_dir: Path, checker_cfg: dict[str, Any] | None = None) -> Any:
     Each stage's seconds are logged (kchaos.log, -v): bench/checker_throughput.py
     reads them.
 
-    The report's digest of every op needs no verdict: when the run's
-    history.parquet is current (a completed run) it is read in a thread while
-    the checkers run, on the core the Spark engine leaves idle part of the time
-    (its tasks are per partition) and in the Python process that waits for it.
-    A history with only its JSONL is digested after the checks, from the
-    Parquet they converted.
+    The report's digest of every op needs no verdict: it is read in a thread
+    while the checkers run, on the core the Spark engine leaves idle part of
+    the time (its tasks are per partition) and in the Python process that waits
+    for it. From the run's history.parquet when it is current (a completed
+    run), else from the one the Spark engine's conversion writes, once it is
+    written; with the reference engine and a JSONL history, after the checks.
     """
     run_dir = Path(run_dir)
     with ThreadPoolExecutor(1, thread_name_prefix="kchaos-digest") as pool:
-        early: Future | None = None
+        early: list[Future] = []
+
+        def digest_beside(_parquet: Path | None = None) -> None:
+            early.append(pool.submit(_digest_beside, run_dir))
+
         if parquet_is_current(run_dir / "history.jsonl", run_dir / "history.parquet"):
-            early = pool.submit(_digest_beside, run_dir)
-        verdict = _check(run_dir, checker_cfg)
+            digest_beside()
+        verdict = _check(run_dir, checker_cfg, None if early else digest_beside)
         t1, cpu1 = time.monotonic(), time.process_time()
         try:
-            render_run(run_dir, digested=None if early is None else early.result())
+            render_run(run_dir, digested=early[0].result() if early else None)
             log.info("analysis stage report: %.2f s (CPU %.2f s)", time.monotonic() - t1,
                      time.process_time() - cpu1)
         except Exception as exc:
@@ -56,11 +60,12 @@ def _digest_beside(run_dir: Path) -> tuple[Any, list[str]]:
     return digested
 
 
-def _check(run_dir: Path, checker_cfg: dict[str, Any] | None) -> Any:
+def _check(run_dir: Path, checker_cfg: dict[str, Any] | None,
+           converted_to: Callable[[Path], Any] | None) -> Any:
     """The checkers' verdict, results.json written; "unknown" when they crash."""
     t0, cpu0 = time.monotonic(), time.process_time()
     try:
-        result = analyze_run(run_dir, checker_cfg or {})
+        result = analyze_run(run_dir, checker_cfg or {}, converted_to=converted_to)
         verdict = result.valid
         stages = [f"{k} {v:.2f} s" for k, v in (result.checker.get("stages") or {}).items()]
         log.info("analysis stage checkers: %.2f s (%s)", time.monotonic() - t0,

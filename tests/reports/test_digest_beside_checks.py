@@ -37,3 +37,15 @@ def test_a_history_without_its_parquet_is_digested_after_the_checks(fixture_copy
         analyze(run_dir, {"engine": "reference"})
     assert not any("analysis stage digest" in r.getMessage() for r in caplog.records)
     assert 'class="plot"' in (run_dir / "report.html").read_text()
+
+
+def test_a_jsonl_history_is_digested_from_the_conversion_beside_the_spark_checks(fixture_copy, caplog) -> None:
+    run_dir = fixture_copy("invalid")
+    (run_dir / "history.parquet").unlink(missing_ok=True)
+    with caplog.at_level(logging.INFO, logger="harness.analysis"):
+        verdict = analyze(run_dir, {"engine": "spark", "spark_master": "local[1]"})
+    assert verdict is False
+    assert any("analysis stage digest" in r.getMessage() for r in caplog.records)
+    beside = _report(run_dir)
+    render_run(run_dir)
+    assert _report(run_dir) == beside
