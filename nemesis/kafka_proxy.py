@@ -79,15 +79,32 @@ async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
         return None
 
 
+def free_ports(brokers: Sequence[str], host: str = "127.0.0.1") -> dict[str, int]:
+    """A free port per broker, for a cluster left up to advertise before any
+    proxy runs (``kchaos cluster up``; ``kchaos nemesis proxy`` binds them)."""
+    socks = []
+    try:
+        for _ in brokers:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            socks.append(s)
+        return {name: s.getsockname()[1] for name, s in zip(brokers, socks)}
+    finally:
+        for s in socks:
+            s.close()
+
+
 class KafkaProxy:
     def __init__(self, brokers: Sequence[str], record: Callable[[dict[str, Any]], None], seed: int,
-                 host: str = "127.0.0.1"):
+                 host: str = "127.0.0.1", ports: dict[str, int] | None = None):
+        """Binds one port per broker now: any free one, or ``ports[broker]``
+        (the ports a running cluster already advertises)."""
         self.host, self.record, self.seed = host, record, seed
         self._socks: dict[str, socket.socket] = {}
         for name in brokers:
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind((host, 0))
+            s.bind((host, (ports or {}).get(name, 0)))
             self._socks[name] = s
         self.ports = {name: s.getsockname()[1] for name, s in self._socks.items()}
         self.upstreams: dict[str, tuple[str, int]] = {}
