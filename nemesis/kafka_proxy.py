@@ -372,7 +372,8 @@ class _Connection:
         """A late response's delivery, after the responses that passed it; to
         nobody when the client has gone (it timed the request out)."""
         delivered = not self.client_gone and not self.c_writer.is_closing()
-        self.proxy._event("late-delivered", rule, self.broker, header, fields, delivered=delivered)
+        self.proxy._event("late-delivered", rule, self.broker, header, fields, delivered=delivered,
+                          **answer_fields(header, data[4:]))
         self.proxy._fire(header, fields.transactional_id, data[4:])
         if delivered:
             self.c_writer.write(data)  # drained by the next response's write
