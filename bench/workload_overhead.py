@@ -18,6 +18,13 @@ default; issue 15's benchmark):
   recorded through the runner's ``Recorder`` into one real ``HistoryWriter``
   with its columnar copy (history.parquet) on, as in a run.
 
+``--proxied`` (pipelined only; not with ``--attach``): the cluster comes up
+with a PROXY listener per broker behind kchaos's protocol proxy
+(nemesis.kafka_proxy, docs/design.md "Faults inside Kafka's protocol"), no
+rule armed, and a third method joins the rounds: ``proxied``, the recorded
+pipelined producers bootstrapped through the proxy; the summary adds the
+ratio proxied/recorded (issue 34 asks for at least 0.8).
+
 ``--mode batch``: T threads of QueueClient send ops of B messages, each
 flushed, against raw produce-and-flush batches.
 
@@ -28,7 +35,7 @@ its end drains, untimed, before the next round). Producers are made and warmed
 up (idempotent PID, connections) before the first round.
 
     .venv/bin/python bench/workload_overhead.py [--mode pipelined] [--seconds 20]
-        [--rounds 5] [--threads 2] [--in-flight 500] [--message-bytes 100] [--attach NAME]
+        [--rounds 5] [--threads 2] [--in-flight 500] [--message-bytes 100] [--attach NAME] [--proxied]
 """
 from __future__ import annotations
 
@@ -47,9 +54,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from confluent_kafka import Producer  # noqa: E402
 
+from broker.config import PROXY_PORT  # noqa: E402
+from broker.lifecycle import BrokerSettings  # noqa: E402
 from harness.run_cluster import cluster_attach, cluster_down, cluster_up  # noqa: E402
 from history.writer import HistoryWriter  # noqa: E402
 from history.recorder import Recorder  # noqa: E402
+from nemesis.kafka_proxy import KafkaProxy  # noqa: E402
 from workloads import ClientContext, QueueClient  # noqa: E402
 from workloads.client import librdkafka_logger, producer_settings  # noqa: E402
 from workloads.pipelined import PipelinedProducer  # noqa: E402
@@ -278,7 +288,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--attach", metavar="NAME", help="use this running cluster (left running)")
     ap.add_argument("--no-columnar", action="store_true", help="recorded: no history.parquet beside the JSONL")
     ap.add_argument("--keep-history", action="store_true")
+    ap.add_argument("--proxied", action="store_true",
+                    help="pipelined: also the recorded producers through the protocol proxy, no rule armed")
     args = ap.parse_args(argv)
+    if args.proxied and (args.attach or args.mode != "pipelined"):
+        ap.error("--proxied needs --mode pipelined and a cluster of its own (no --attach)")
     threads = args.threads or (2 if args.mode == "pipelined" else 4)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     librdkafka_logger().setLevel(logging.ERROR)
@@ -288,25 +302,29 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_term)
 
     cluster = args.attach or f"bench-wl-{os.getpid()}"
+    proxy = KafkaProxy([f"n{i}" for i in range(1, 4)], lambda value: None, seed=0) if args.proxied else None
     try:
         if args.attach:
             handle = cluster_attach(cluster)
             print(f"attached to cluster {cluster!r}", flush=True)
         else:
             print(f"bringing up cluster {cluster!r} ...", flush=True)
-            handle = cluster_up(cluster, nodes=3)
+            settings = BrokerSettings(proxy_ports=proxy.ports) if proxy is not None else None
+            handle = cluster_up(cluster, nodes=3, settings=settings)
             print(f"cluster up in {handle.timings['total_s']:.0f}s", flush=True)
         kafka = handle.kafka
         topic = f"bench-{os.getpid()}"
         kafka.create_topic(topic, partitions=PARTITIONS, replication_factor=3)
         bootstrap = kafka.bootstrap()
+        if proxy is not None:
+            proxy.start({n.name: (n.address, PROXY_PORT) for n in kafka.broker_nodes})
         per_round = args.seconds / args.rounds
         shape = (f"{threads} producers x {args.in_flight} in flight" if args.mode == "pipelined"
                  else f"{threads} threads, batch {args.batch}")
         print(f"{args.mode}: {shape}, {args.message_bytes}-byte values, acks=all, idempotent, "
               f"{args.rounds} x {per_round:.1f}s per method; {load()}", flush=True)
         warm_up(bootstrap, topic)
-        tot = {"raw": [0, 0, 0.0, 0.0], "recorded": [0, 0, 0.0, 0.0]}
+        tot = {"raw": [0, 0, 0.0, 0.0], "recorded": [0, 0, 0.0, 0.0], "proxied": [0, 0, 0.0, 0.0]}
         loads: list[float] = []
         with tempfile.TemporaryDirectory(prefix="kchaos-bench-") as tmp:
             path = Path(tmp) / "history.jsonl"
@@ -316,6 +334,10 @@ def main(argv: list[str] | None = None) -> int:
                     recp = RecordedPipelined(bootstrap, topic, threads, args.in_flight, args.message_bytes,
                                              Recorder(writer))
                     methods = {"raw": rawp.round, "recorded": recp.round}
+                    if proxy is not None:
+                        proxp = RecordedPipelined(proxy.bootstrap(), topic, threads, args.in_flight,
+                                                  args.message_bytes, Recorder(writer))
+                        methods["proxied"] = proxp.round
                 else:
                     bases = itertools.count(0, 1000)   # a fresh process number per client
                     methods = {
@@ -339,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
                 if args.mode == "pipelined":
                     rawp.close()
                     recp.close()
+                    if proxy is not None:
+                        proxp.close()
                 t_close = time.monotonic()
             close_s = time.monotonic() - t_close      # the columnar copy's backlog, paired at close
             copy = writer._columnar
@@ -360,11 +384,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kchaos recorded {what:9s}: {rec_rate:9.0f} acks/s  {cpu['recorded']:5.0f} us CPU/ack "
               f"({lines} history lines{pq_note}{copy_note})")
         print(f"ratio recorded/raw      : {rec_rate / raw_rate:9.2f}")
+        if proxy is not None:
+            prox_rate = tot["proxied"][0] / tot["proxied"][2]
+            print(f"kchaos through proxy    : {prox_rate:9.0f} acks/s  {cpu['proxied']:5.0f} us CPU/ack "
+                  f"(no rule armed)")
+            print(f"ratio proxied/recorded  : {prox_rate / rec_rate:9.2f}")
         return 0
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
     finally:
+        if proxy is not None:
+            proxy.stop()
         if not args.attach:
             print(f"removing cluster {cluster!r}", flush=True)
             cluster_down(cluster)

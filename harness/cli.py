@@ -21,6 +21,7 @@ from infra.distribution import DEFAULT_KAFKA_VERSION
 from infra.engine import engine_answers
 from infra.errors import KchaosError, UsageError
 from infra.inventory import load_inventory
+from nemesis.kafka_proxy import free_ports
 
 EXIT_USAGE = 64
 console = Console()
@@ -63,9 +64,13 @@ name_option = click.option("--name", default="default", show_default=True, help=
 def cluster_up_cmd(nodes: int, controllers: int, kafka_version: str, name: str, base_image: str | None,
                    broker_prop: tuple[str, ...], inventory: str | None) -> None:
     """Start a cluster and leave it running (until `kchaos cluster down`)."""
-    settings = BrokerSettings(properties=parse_props(broker_prop))
     if inventory is not None:
         nodes = len(load_inventory(inventory))
+    # Every broker also advertises a PROXY listener on a port of this host,
+    # where `kchaos nemesis proxy` forwards when it runs (docs/design.md,
+    # "Faults inside Kafka's protocol"); the direct listener stays as it was.
+    settings = BrokerSettings(properties=parse_props(broker_prop),
+                              proxy_ports=free_ports([f"n{i}" for i in range(1, nodes + 1)]))
     with err_console.status(f"bringing up {nodes} Kafka {kafka_version} brokers"
                             + (f" and {controllers} controllers" if controllers else "")):
         handle = cluster_up(name, nodes, kafka_version, base_image, settings, keep=True,

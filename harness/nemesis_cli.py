@@ -9,19 +9,26 @@ from __future__ import annotations
 import json
 import random
 import re
+import shlex
+import time
+import tomllib
+from pathlib import Path
 from typing import Any
 
 import click
 
-from harness.run_cluster import cluster_attach
+from broker.config import PROXY_PORT
+from harness.run_cluster import cluster_attach, kept_proxy_ports
 from infra.errors import KchaosError, UsageError
 from nemesis.clock import BUMP, MIN_STROBE_PERIOD_S, RESET, STROBE, ClockNemesis
+from nemesis.kafka_proxy import KafkaProxy
 from nemesis.netem import START_NETEM, NetemNemesis, links_of, shape_of
 from nemesis.packages import heal_all
 from nemesis.partition import START_PARTITION, TOPOLOGIES, PartitionNemesis
 from nemesis.power import POWER_LOSS, POWER_TARGETS, PowerLossNemesis
 from nemesis.process import KILL, KillNemesis, PauseNemesis
 from nemesis.protocol import TARGETS, NemesisContext, Op
+from nemesis.proxy_rules import Rule, parse_rules
 from nemesis.roles import ROLE_TARGETS
 
 
@@ -280,3 +287,91 @@ def heal_cmd(no_restart: bool, restart_skewed: bool, name: str) -> None:
     failed = {n: s for n, s in report.items() if not (s == "ok" or s.startswith("restarted"))}
     if failed:
         raise NemesisFailed("heal failed on " + "; ".join(f"{n}: {s}" for n, s in failed.items()))
+
+
+def parse_rule_words(text: str) -> dict[str, Any]:
+    """One ``--rule``: words KEY=VALUE, each VALUE a TOML value (a number,
+    true/false, [an, array], "a string") or else a bare string, e.g.
+    ``api=EndTxn action=hold until=next-produce max_hold_ms=30000``."""
+    out: dict[str, Any] = {}
+    for word in shlex.split(text):
+        key, sep, raw = word.partition("=")
+        if not sep or not key:
+            raise UsageError(f"--rule takes KEY=VALUE words, got {word!r}")
+        try:
+            out[key] = tomllib.loads(f"v = {raw}")["v"]
+        except tomllib.TOMLDecodeError:
+            out[key] = raw
+    return out
+
+
+def proxy_rules_from(rule_texts: tuple[str, ...], rules_file: str | None) -> list[Rule]:
+    """The rules of ``--rule`` words and of a TOML file's ``[[nemesis.proxy]]``
+    (a run config) or ``[[proxy]]`` tables; one line, exit 64, on bad input."""
+    raw: list[Any] = [parse_rule_words(t) for t in rule_texts]
+    if rules_file is not None:
+        try:
+            data = tomllib.loads(Path(rules_file).read_text())
+        except (OSError, tomllib.TOMLDecodeError) as exc:
+            raise UsageError(f"--rules {rules_file}: {exc}") from None
+        tables = data.get("nemesis", {}).get("proxy") or data.get("proxy")
+        if not tables:
+            raise UsageError(f"--rules {rules_file}: no [[nemesis.proxy]] or [[proxy]] rule tables")
+        raw += tables
+    if not raw:
+        raise UsageError("kchaos nemesis proxy needs at least one --rule or --rules FILE")
+    return parse_rules(raw)
+
+
+def _print_event(value: dict[str, Any]) -> None:
+    value = dict(value)
+    head = [time.strftime("%H:%M:%S"), value.pop("event"), _fmt(value.pop("nodes", [])), str(value.pop("api", "")),
+            f"v{value.pop('api_version', '?')}", f"corr {value.pop('correlation_id', '?')}",
+            str(value.pop("client_id", ""))]
+    click.echo(" ".join(head + [f"{k}={_fmt(v)}" for k, v in value.items()]))
+
+
+@nemesis_group.command("proxy")
+@click.option("--rule", "rule_texts", multiple=True,
+              help='A rule as KEY=VALUE words (repeatable), e.g. "api=EndTxn action=hold until=next-produce".')
+@click.option("--rules", "rules_file", default=None,
+              help="A TOML file of [[nemesis.proxy]] (a run config) or [[proxy]] rule tables.")
+@click.option("--for", "for_s", type=float, default=None, help="Stop after this many seconds (default: Ctrl-C).")
+@seed_option
+@name_option
+def proxy_cmd(rule_texts: tuple[str, ...], rules_file: str | None, for_s: float | None, seed: int | None,
+              name: str) -> None:
+    """Forward the clients' traffic through the protocol proxy with rules armed, one line per action,
+    until Ctrl-C or --for; then heal (held requests are dropped unsent).
+
+    Clients reach the proxy by bootstrapping on the ports it prints (the
+    cluster's brokers advertise them on their PROXY listener; `kchaos cluster
+    up` sets it up). Rule keys: docs/design.md, "Faults inside Kafka's protocol"."""
+    rules = proxy_rules_from(rule_texts, rules_file)  # bad input exits 64 before the cluster is looked up
+    if for_s is not None and for_s <= 0:
+        raise UsageError(f"--for takes a positive number of seconds, got {for_s:g}")
+    ports = kept_proxy_ports(name)
+    if not ports:
+        raise UsageError(f"cluster {name!r} advertises no proxy listener: bring it up again with "
+                         f"`kchaos cluster up --name {name}`")
+    kafka = cluster_attach(name).kafka
+    seed = random.randrange(2**31) if seed is None else seed
+    try:
+        proxy = KafkaProxy(sorted(ports), _print_event, seed, ports=ports)
+    except OSError as exc:
+        raise NemesisFailed(f"cannot listen on the cluster's proxy ports {_fmt(sorted(ports.values()))}: {exc}") \
+            from None
+    proxy.start({n.name: (n.address, PROXY_PORT) for n in kafka.broker_nodes})
+    try:
+        proxy.arm(rules)
+        click.echo(f"proxy for cluster {name}: bootstrap servers {proxy.bootstrap()}; {len(rules)} rule(s) armed, "
+                   f"seed {seed}" + (f", for {for_s:g} s" if for_s else "; Ctrl-C heals and stops"))
+        end = time.monotonic() + for_s if for_s else None
+        while end is None or time.monotonic() < end:
+            time.sleep(0.2 if end is None else max(0.0, min(0.2, end - time.monotonic())))
+    except KeyboardInterrupt:
+        pass
+    finally:
+        dropped = proxy.heal()
+        proxy.stop()
+        click.echo(f"healed: everything passes through; {dropped} held request(s) dropped unsent")

@@ -109,7 +109,17 @@ def mark_kept(name: str, kafka_version: str, settings: BrokerSettings | None) ->
     _kept_dir().mkdir(parents=True, exist_ok=True)
     (_kept_dir() / f"{name}.json").write_text(json.dumps(
         {"name": name, "kafka_version": kafka_version,
-         "broker_properties": (settings.properties if settings else {})}))
+         "broker_properties": (settings.properties if settings else {}),
+         "proxy_ports": (settings.proxy_ports if settings else {})}))
+
+
+def kept_proxy_ports(name: str) -> dict[str, int]:
+    """The ports a cluster left up advertises on its PROXY listener, per
+    broker ({} when it has none: brought up by an older kchaos, or by a run)."""
+    path = _kept_dir() / f"{name}.json"
+    if not path.exists():
+        return {}
+    return {k: int(v) for k, v in (json.loads(path.read_text()).get("proxy_ports") or {}).items()}
 
 
 def kept_clusters() -> frozenset[str]:

@@ -21,9 +21,10 @@ process     int for a logical client (a crashed client's successor gets a
             metadata samples; "offset-sampler" for a group's committed
             offsets; "proxy" for what the protocol proxy
             (nemesis/kafka_proxy.py) did to one request: an ``info`` event
-            standing alone, ``f`` "proxy-<event>" (delay-request, hold,
-            release, discard, release-failed, held-answered, drop-response,
-            close), ``value`` the event with ``nodes`` (the broker), ``api``,
+            standing alone, ``f`` "proxy-<event>" (delay-request,
+            delay-response, late-response, late-delivered, hold, release,
+            discard, release-failed, held-answered, drop-response, close),
+            ``value`` the event with ``nodes`` (the broker), ``api``,
             ``api_version``, ``correlation_id``, ``client_id``, the request's
             transaction fields and the ``rule`` that matched; the
             ``proxy-arm`` and ``proxy-heal`` nemesis ops bound the rules'

@@ -29,8 +29,8 @@ from typing import Any, Callable, Sequence
 
 from nemesis.proxy_rules import HOLD_EVENTS, Rule, RuleSet
 from nemesis.proxy_wire import (TRANSACTIONAL_APIS, RequestFields, RequestHeader, WireError, decode_request,
-                                endtxn_response_error, frame_size, parse_request_header, produce_refused,
-                                produce_response_partitions, response_correlation_id)
+                                endtxn_response_error, error_response, frame_size, parse_request_header,
+                                produce_refused, produce_response_partitions, response_correlation_id)
 
 log = logging.getLogger(__name__)
 
@@ -79,15 +79,32 @@ async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
         return None
 
 
+def free_ports(brokers: Sequence[str], host: str = "127.0.0.1") -> dict[str, int]:
+    """A free port per broker, for a cluster left up to advertise before any
+    proxy runs (``kchaos cluster up``; ``kchaos nemesis proxy`` binds them)."""
+    socks = []
+    try:
+        for _ in brokers:
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.bind((host, 0))
+            socks.append(s)
+        return {name: s.getsockname()[1] for name, s in zip(brokers, socks)}
+    finally:
+        for s in socks:
+            s.close()
+
+
 class KafkaProxy:
     def __init__(self, brokers: Sequence[str], record: Callable[[dict[str, Any]], None], seed: int,
-                 host: str = "127.0.0.1"):
+                 host: str = "127.0.0.1", ports: dict[str, int] | None = None):
+        """Binds one port per broker now: any free one, or ``ports[broker]``
+        (the ports a running cluster already advertises)."""
         self.host, self.record, self.seed = host, record, seed
         self._socks: dict[str, socket.socket] = {}
         for name in brokers:
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind((host, 0))
+            s.bind((host, (ports or {}).get(name, 0)))
             self._socks[name] = s
         self.ports = {name: s.getsockname()[1] for name, s in self._socks.items()}
         self.upstreams: dict[str, tuple[str, int]] = {}
@@ -288,6 +305,9 @@ class _Connection:
             elif rule.action == "delay-request":
                 proxy._event("delay-request", rule, self.broker, header, fields, delay_ms=rule.delay_ms)
                 await asyncio.sleep(rule.delay_ms / 1000)
+            elif rule.action == "error-response":
+                await self._answer_error(header, fields, rule)
+                continue
             elif rule.action == "close":
                 proxy._event("close", rule, self.broker, header, fields)
                 return
@@ -297,6 +317,16 @@ class _Connection:
             self.pending[header.correlation_id] = Pending(header, fields, rule)
             self.u_writer.write(data)
             await self.u_writer.drain()
+
+    async def _answer_error(self, header: RequestHeader, fields: RequestFields, rule: Rule) -> None:
+        """Refuse the request in the broker's place, after the answers to the
+        requests before it (a connection's answers come in order); the
+        requests after it wait meanwhile."""
+        while self.pending and not self.client_gone:
+            await asyncio.sleep(0.005)
+        self.proxy._event("error-response", rule, self.broker, header, fields, error_code=rule.error_code)
+        self.c_writer.write(error_response(header, rule.error_code))
+        await self.c_writer.drain()
 
     async def _hold(self, held: Held, data: bytes) -> None:
         """Take ``data`` off the connection: close the client's side now, send
@@ -338,6 +368,16 @@ class _Connection:
             if why == "healed":
                 self._close_up()
 
+    def _deliver_late(self, header: RequestHeader, fields: RequestFields, rule: Rule, data: bytes) -> None:
+        """A late response's delivery, after the responses that passed it; to
+        nobody when the client has gone (it timed the request out)."""
+        delivered = not self.client_gone and not self.c_writer.is_closing()
+        self.proxy._event("late-delivered", rule, self.broker, header, fields, delivered=delivered,
+                          **answer_fields(header, data[4:]))
+        self.proxy._fire(header, fields.transactional_id, data[4:])
+        if delivered:
+            self.c_writer.write(data)  # drained by the next response's write
+
     async def _responses(self) -> None:
         proxy = self.proxy
         try:
@@ -358,6 +398,11 @@ class _Connection:
                     proxy._fire(header, fields.transactional_id, data[4:])
                     self._close_client()
                     return
+                if rule is not None and rule.action == "late-response":
+                    proxy._event("late-response", rule, self.broker, header, fields, delay_ms=rule.delay_ms)
+                    asyncio.get_running_loop().call_later(rule.delay_ms / 1000, self._deliver_late, header, fields,
+                                                          rule, data)
+                    continue
                 if rule is not None and rule.action == "delay-response":
                     proxy._event("delay-response", rule, self.broker, header, fields, delay_ms=rule.delay_ms)
                     await asyncio.sleep(rule.delay_ms / 1000)

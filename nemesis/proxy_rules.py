@@ -6,26 +6,38 @@ does the I/O.
 A rule, as written in ``[[nemesis.proxy]]`` tables of a run config::
 
     api = "EndTxn"                 # an API name (nemesis.proxy_wire.API_KEYS)
-    action = "hold"                # delay-request | delay-response | hold | drop-response | close
+    action = "hold"                # delay-request | delay-response | late-response | hold |
+                                   # drop-response | close | error-response
     broker = ["n1"]                # optional: only requests to these brokers
     client_id = "kchaos-*"         # optional glob on the request header's client id
     transactional_id = "*"         # optional glob; transaction APIs only
     committed = true               # optional, EndTxn only: commits (true) or aborts (false)
     partition = [0, 2]             # optional, Produce only: any of these partitions
-    delay_ms = 2000                # delay-request, delay-response
+    delay_ms = 2000                # delay-request, delay-response, late-response
     until = "next-produce"         # hold: the event that releases the request
     max_hold_ms = 30000            # hold: released after this long whatever happens
+    error = "NOT_COORDINATOR"      # error-response: the retriable error answered
     nth = 3 | every = 5 | probability = 0.3 | window_s = [10, 90] | limit = 20
 
 Actions: ``delay-request`` and ``delay-response`` hold the connection's
 stream (its order kept: later requests and responses wait behind it);
+``late-response`` forwards the request and delivers its response ``delay_ms``
+late while the connection's later responses pass it: a Kafka broker answers
+a connection's requests in order and a network cannot reorder one TCP
+stream, so this is a fault no network makes; it is how the client sees one
+request time out in flight while the ones sent after it succeed (a client
+that checks response order, as Java's does, drops the connection instead);
 ``hold`` takes the request off its connection, closes the client's side (the
 client sees a broken connection and retries on a new one) and sends the
 request to the broker on the old connection when ``until`` happens or
 ``max_hold_ms`` passes, whichever first: a request delayed in the network
 past its connection; ``drop-response`` forwards the request, then drops its
 response and closes the connection (applied, never heard); ``close`` closes
-the connection before the request is forwarded (never applied).
+the connection before the request is forwarded (never applied);
+``error-response`` answers the request itself with a retriable ``error``
+(nemesis.proxy_wire.RETRIABLE_ERRORS) and never forwards it (never applied,
+heard as refused), for the APIs whose answer is an error code and nothing
+that echoes the request (EndTxn, AddOffsetsToTxn, InitProducerId).
 
 Hold events, per transactional id, counted from the moment of the hold:
 ``txn-end`` (an EndTxn of that id answered), ``next-produce`` (a Produce of
@@ -46,14 +58,16 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from infra.errors import UsageError
-from nemesis.proxy_wire import API_KEYS, TRANSACTIONAL_APIS, RequestFields, RequestHeader
+from nemesis.proxy_wire import (API_KEYS, ERROR_ANSWERABLE, RETRIABLE_ERRORS, TRANSACTIONAL_APIS, RequestFields,
+                                RequestHeader)
 
-ACTIONS = ("delay-request", "delay-response", "hold", "drop-response", "close")
+ACTIONS = ("delay-request", "delay-response", "late-response", "hold", "drop-response", "close", "error-response")
+DELAYING = frozenset({"delay-request", "delay-response", "late-response"})  # the actions that take delay_ms
 HOLD_EVENTS: dict[str, str] = {"txn-end": "EndTxn", "next-produce": "Produce",
                                "next-add-partitions": "AddPartitionsToTxn"}
 KEYS = frozenset({"api", "action", "broker", "client_id", "transactional_id", "committed", "partition",
                   "delay_ms", "until", "max_hold_ms", "nth", "every", "probability", "window_s", "limit",
-                  "name"})
+                  "name", "error"})
 
 
 @dataclass(frozen=True)
@@ -74,6 +88,7 @@ class Rule:
     probability: float = 1.0
     window_s: tuple[float, float] | None = None
     limit: int | None = None
+    error_code: int | None = None  # error-response
 
     @property
     def needs_body(self) -> bool:
@@ -97,6 +112,19 @@ def _number(where: str, raw: Mapping[str, Any], key: str, lo: float, kind: type 
     if value < lo:
         raise _fail(where, f"{key} must be at least {lo:g}, got {value!r}")
     return kind(value)
+
+
+def _error_code(where: str, raw: Mapping[str, Any], api: str, action: str) -> int | None:
+    error = raw.get("error")
+    if action != "error-response":
+        if error is not None:
+            raise _fail(where, f"error applies to error-response only, not {action}")
+        return None
+    if api not in ERROR_ANSWERABLE:
+        raise _fail(where, f"error-response cannot answer {api} (it can answer {', '.join(ERROR_ANSWERABLE)})")
+    if error not in RETRIABLE_ERRORS:
+        raise _fail(where, f"error-response needs error, one of {', '.join(RETRIABLE_ERRORS)}; got {error!r}")
+    return RETRIABLE_ERRORS[error]
 
 
 def parse_rule(raw: Mapping[str, Any], index: int) -> Rule:
@@ -123,7 +151,7 @@ def parse_rule(raw: Mapping[str, Any], index: int) -> Rule:
     if partitions and (api != "Produce" or not all(isinstance(p, int) and p >= 0 for p in partitions)):
         raise _fail(where, "partition (partition numbers) applies to Produce only")
     delay_ms = _number(where, raw, "delay_ms", 0) or 0.0
-    if action.startswith("delay") and delay_ms <= 0:
+    if action in DELAYING and delay_ms <= 0:
         raise _fail(where, f"{action} needs delay_ms above 0")
     until, max_hold = raw.get("until"), _number(where, raw, "max_hold_ms", 1)
     if action == "hold":
@@ -139,6 +167,7 @@ def parse_rule(raw: Mapping[str, Any], index: int) -> Rule:
                                "begins the producer, no transaction of it can end before it is answered")
     elif until is not None or max_hold is not None:
         raise _fail(where, f"until and max_hold_ms apply to hold only, not {action}")
+    error_code = _error_code(where, raw, api, action)
     probability = _number(where, raw, "probability", 0)
     if probability is not None and probability > 1:
         raise _fail(where, f"probability must be between 0 and 1, got {probability!r}")
@@ -155,7 +184,7 @@ def parse_rule(raw: Mapping[str, Any], index: int) -> Rule:
                 max_hold_ms=max_hold, nth=_number(where, raw, "nth", 1, int),
                 every=_number(where, raw, "every", 1, int),
                 probability=1.0 if probability is None else probability, window_s=window,
-                limit=_number(where, raw, "limit", 1, int))
+                limit=_number(where, raw, "limit", 1, int), error_code=error_code)
 
 
 def parse_rules(raw: Any) -> list[Rule]:

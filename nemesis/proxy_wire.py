@@ -251,3 +251,37 @@ def endtxn_response_error(payload: bytes, api_version: int) -> int | None:
         return r.int16()
     except WireError:
         return None
+
+
+# Retriable errors the proxy can answer with (Kafka's error codes).
+RETRIABLE_ERRORS: dict[str, int] = {
+    "NOT_LEADER_OR_FOLLOWER": 6, "REQUEST_TIMED_OUT": 7, "COORDINATOR_LOAD_IN_PROGRESS": 14,
+    "COORDINATOR_NOT_AVAILABLE": 15, "NOT_COORDINATOR": 16, "NOT_ENOUGH_REPLICAS": 19,
+    "CONCURRENT_TRANSACTIONS": 51,
+}
+# The APIs whose whole response is the throttle time, the error code and
+# fields that have a "none" value: answered without the request's body.
+# Each maps to the fields after the error code, by first version: -1 for
+# an int64 producer id and an int16 epoch (EndTxn from version 5,
+# InitProducerId always).
+ERROR_ANSWERABLE: dict[str, tuple[int | None, str]] = {
+    "EndTxn": (5, ">qh"), "AddOffsetsToTxn": (None, ""), "InitProducerId": (0, ">qh"),
+}
+
+
+def error_response(header: RequestHeader, error_code: int) -> bytes:
+    """The framed response to ``header``'s request that refuses it with
+    ``error_code`` and asks for nothing else (throttle time 0; producer id
+    and epoch -1 where the version has them). ``header.api`` must be one of
+    ERROR_ANSWERABLE."""
+    tail_from, tail_format = ERROR_ANSWERABLE[header.api]
+    flex = bool(flexible(header.api, header.api_version))
+    out = struct.pack(">i", header.correlation_id)
+    if flex:
+        out += b"\x00"  # response header v1: no tagged fields
+    out += struct.pack(">ih", 0, error_code)
+    if tail_from is not None and header.api_version >= tail_from:
+        out += struct.pack(tail_format, -1, -1)
+    if flex:
+        out += b"\x00"  # body: no tagged fields
+    return frame(out)

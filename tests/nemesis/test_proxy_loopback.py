@@ -138,3 +138,40 @@ def test_heal_drops_held_requests(setup):
     c.sendall(frame(endtxn(1, "t1", committed=True, corr=5)))
     assert answer(c) == 5  # healed: passes through
     assert broker.seen == [("EndTxn", 5)]
+
+
+def test_late_response_is_passed_by_later_ones(setup):
+    proxy, broker, events = setup
+    proxy.arm(parse_rules([{"api": "Metadata", "action": "late-response", "delay_ms": 300, "nth": 1}]))
+    s = connect(proxy)
+    s.sendall(b"".join(frame(header("Metadata", 1, corr, "c", False)) for corr in (5, 6, 7)))
+    assert [answer(s) for _ in range(3)] == [6, 7, 5]  # 5 applied at once, heard last
+    assert broker.seen == [("Metadata", 5), ("Metadata", 6), ("Metadata", 7)]
+    wait_for(lambda: [e["event"] for e in events] == ["late-response", "late-delivered"])
+    assert events[1]["delivered"] is True and events[1]["correlation_id"] == 5
+
+
+def test_late_response_to_a_closed_client_goes_nowhere(setup):
+    proxy, broker, events = setup
+    proxy.arm(parse_rules([{"api": "Metadata", "action": "late-response", "delay_ms": 300}]))
+    s = connect(proxy)
+    s.sendall(frame(header("Metadata", 1, 5, "c", False)))
+    wait_for(lambda: events and events[0]["event"] == "late-response")
+    s.close()
+    wait_for(lambda: len(events) == 2)
+    assert events[1]["event"] == "late-delivered" and events[1]["delivered"] is False
+
+
+def test_error_response_answers_in_the_brokers_place(setup):
+    proxy, broker, events = setup
+    proxy.arm(parse_rules([{"api": "EndTxn", "action": "error-response", "error": "COORDINATOR_LOAD_IN_PROGRESS"}]))
+    s = connect(proxy)
+    s.sendall(frame(header("Metadata", 1, 5, "c", False)) + frame(endtxn(1, "t1", committed=True, corr=6))
+              + frame(header("Metadata", 1, 7, "c", False)))
+    answers = []
+    for _ in range(3):
+        payload = recv_exact(s, struct.unpack(">i", recv_exact(s, 4))[0])
+        answers.append(struct.unpack(">ih", payload[:4] + payload[8:10]))
+    assert answers == [(5, 0), (6, 14), (7, 0)]  # in order; the EndTxn refused with error 14
+    assert broker.seen == [("Metadata", 5), ("Metadata", 7)]  # never forwarded
+    assert [e["event"] for e in events] == ["error-response"] and events[0]["error_code"] == 14
