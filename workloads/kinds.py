@@ -53,6 +53,7 @@ from history.writer import SendRow
 from workloads.client import Client, ClientContext, SendPump
 from workloads.group import GroupClient, member_clients
 from workloads.java_client import JAVA_KINDS, java_wait_for_coordinator
+from workloads.java_pipelined import driver_pump
 from workloads.op_streams import PlannedOp, StreamSpec, assign_op, queue_ops, subscribe_op, txn_ops
 from workloads.pipelined import PipelinedProducer
 from workloads.queue import QueueClient
@@ -206,7 +207,8 @@ def with_client(kind: WorkloadKind, workload: Any) -> WorkloadKind:
     # The librdkafka set-up and settings check are librdkafka's; the Java settings are checked
     # by the driver itself (harness/client_config.py).
     set_up = java_wait_for_coordinator if kind.set_up is not None else None
-    return dataclasses.replace(kind, make_client=make, set_up=set_up, check_settings=None)
+    make_pump = driver_pump if kind.make_pump is not None else None    # pipelined sends through the driver
+    return dataclasses.replace(kind, make_client=make, make_pump=make_pump, set_up=set_up, check_settings=None)
 
 
 def claimants(workload: Any) -> list[WorkloadKind]:
