@@ -171,3 +171,13 @@ def test_the_java_held_endtxn_example_is_the_librdkafka_one_with_the_java_client
     assert java.workload.client_version == java.kafka_version == rdkafka.kafka_version
     assert (java.rate, java.concurrency, java.topic, java.producer, java.consumer) == (
         rdkafka.rate, rdkafka.concurrency, rdkafka.topic, rdkafka.producer, rdkafka.consumer)
+
+
+@pytest.mark.parametrize("base", ["transactions", "transactions-17754", "pipelined"])
+def test_the_java_examples_are_the_librdkafka_ones_with_the_java_client(base):
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    java = load(examples / f"{base}-java.toml")
+    rdkafka = load(examples / f"{base}.toml")
+    assert java.workload.client == "java" and java.name == f"{base}-java"
+    java.workload.client, java.name = rdkafka.workload.client, rdkafka.name
+    assert java == rdkafka
