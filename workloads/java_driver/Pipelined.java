@@ -24,6 +24,7 @@ abstract class Pipelined extends Transactions {
     private final LinkedBlockingQueue<List<Object>> done = new LinkedBlockingQueue<>();
     private Thread writer;
     private String pipeName;                                // the pipelined producer instance's name
+    private KafkaProducer<byte[], byte[]> benchProducer;
 
     /** One line on the protocol's stream; the writer thread and the request loop share it. */
     void emit(Object message) throws Exception {
@@ -112,15 +113,20 @@ abstract class Pipelined extends Transactions {
 
     // -- bench -------------------------------------------------------------------------------
     /** {"f": "bench", "seconds": s, "in_flight": n}: the client sending by itself, nothing recorded:
-     *  one producer with the open settings keeps up to in_flight messages outstanding (a permit
+     *  one producer of its own with the open settings keeps up to in_flight messages outstanding (a permit
      *  freed in each callback), values 0, 1, ... round-robin over the partitions, for s seconds.
      *  The value: acknowledged and failed callbacks within the window, and its length. */
     Map<String, Object> bench(JsonNode op) throws Exception {
         long nanos = (long) (op.get("seconds").asDouble() * 1e9);
         int inFlight = op.get("in_flight").asInt();
         int partitions = Math.max(1, op.path("partitions").asInt(1));
-        if (producer == null || !"bench".equals(pipeName)) newPipelinedProducer("bench");
-        KafkaProducer<byte[], byte[]> p = producer;
+        if (benchProducer == null) {                // its own instance: the pipelined one stays as it is
+            Properties props = new Properties();
+            props.putAll(producerProps);
+            props.put("client.id", "kchaos-bench-" + process);
+            benchProducer = new KafkaProducer<>(props);
+        }
+        KafkaProducer<byte[], byte[]> p = benchProducer;
         Semaphore slots = new Semaphore(inFlight);
         AtomicLong acked = new AtomicLong(), failed = new AtomicLong();
         long t0 = System.nanoTime(), end = t0 + nanos;
