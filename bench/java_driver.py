@@ -18,10 +18,11 @@ max.in.flight.requests.per.connection 5; workloads/java_client.py
   completion recorded through the runner's ``Recorder`` into one real
   ``HistoryWriter`` with its columnar copy on, as in a run.
 
-The two alternate in rounds (raw, recorded, raw, ...), each counting the
-acknowledgements within its window; the load average is printed with each.
+After an untimed warm-up of both, the two alternate in rounds (raw then
+recorded, then recorded then raw, ...), each counting the acknowledgements
+within its window; the load average is printed with each.
 
-    .venv/bin/python bench/java_driver.py [--seconds 30] [--rounds 3] [--threads 2]
+    .venv/bin/python bench/java_driver.py [--seconds 60] [--rounds 4] [--warm-up 20] [--threads 2]
         [--in-flight 500] [--message-bytes 100] [--client-version 4.3.1] [--attach NAME]
 """
 from __future__ import annotations
@@ -147,8 +148,9 @@ class Pumps:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--seconds", type=float, default=30, help="per method, split over the rounds")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--seconds", type=float, default=60, help="per method, split over the rounds")
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--warm-up", type=float, default=20, help="untimed seconds of both methods before the rounds")
     ap.add_argument("--threads", type=int, default=2, help="driver JVMs, one pipelined producer each")
     ap.add_argument("--in-flight", type=int, default=500, help="messages outstanding per producer")
     ap.add_argument("--message-bytes", type=int, default=100)
@@ -184,10 +186,12 @@ def main(argv: list[str] | None = None) -> int:
                 ctxs = [context(bootstrap, topic, args.message_bytes, driver, i) for i in range(args.threads)]
                 pumps = Pumps(ctxs, args.in_flight, Recorder(writer))
                 methods = {"raw": pumps.raw, "recorded": pumps.recorded}
-                pumps.recorded(5)                 # untimed warm-up: JVMs, PIDs, connections, JIT
-                pumps.raw(5)
+                for _ in range(2):                # untimed warm-up: JVMs, PIDs, connections, brokers' JIT
+                    pumps.recorded(args.warm_up / 4)
+                    pumps.raw(args.warm_up / 4)
                 for r in range(args.rounds):
-                    for name, fn in methods.items():
+                    order = list(methods.items())     # ABBA: a trend in the brokers' speed hits both alike
+                    for name, fn in (order if r % 2 == 0 else order[::-1]):
                         acked, span = fn(per_round)
                         totals[name][0] += acked
                         totals[name][1] += span
