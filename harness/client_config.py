@@ -2,11 +2,13 @@
 id, the share of commits, the context each worker's process opens its client
 with, and the client library's word on the settings before any cluster
 starts (librdkafka's, or with ``client = "java"`` the Java driver's, built
-here: infra/client_jars.py).
+here: infra/client_jars.py, or with ``client = "external"`` the outside
+driver's of ``driver_command``).
 """
 from __future__ import annotations
 
 import functools
+import shutil
 from typing import TYPE_CHECKING, Any
 
 import confluent_kafka
@@ -54,7 +56,39 @@ def client_context(cfg: RunConfig, bootstrap: str = "", process: int = 0) -> Cli
         producer_config=dict(cfg.producer), consumer_config=dict(cfg.consumer),
         mode=w.mode, group_id=run_group_id(cfg), op_timeout_s=w.op_timeout,
         poll_max_messages=w.poll_max_messages, poll_timeout_s=w.poll_timeout,
-        driver=java_driver(w.client_version or cfg.kafka_version) if w.client == "java" else ())
+        driver=driver_command_of(cfg))
+
+
+def driver_command_of(cfg: RunConfig) -> tuple[str, ...]:
+    """The driver's command line: the Java driver's (built on first use), an
+    external one's as configured (``driver_command``), none for librdkafka."""
+    w = cfg.workload
+    if w.client == "java":
+        return java_driver(w.client_version or cfg.kafka_version)
+    if w.client == "external":
+        return tuple(w.driver_command)
+    return ()
+
+
+def validate_driver_command(w: Any) -> None:
+    """``[workload] driver_command``: only with ``client = "external"``, which
+    needs one: a list of non-empty strings whose first names an executable
+    (a path, or a command on PATH). One line, exit 64, before any cluster starts."""
+    cmd = w.driver_command
+    if w.client != "external":
+        if cmd:
+            raise UsageError(f'driver_command is for client = "external", not client = "{w.client}"')
+        return
+    if not cmd:
+        raise UsageError('client = "external" needs [workload] driver_command, the outside driver\'s command '
+                         'line, e.g. ["/path/to/driver", "--flag"] (docs/design.md, "The client protocol")')
+    if not all(isinstance(a, str) and a for a in cmd):
+        raise UsageError(f"driver_command {cmd!r}: every element must be a non-empty string")
+    if shutil.which(cmd[0]) is None:
+        raise UsageError(f"driver_command: {cmd[0]!r} is not an executable file nor a command on PATH")
+    if w.client_version:
+        raise UsageError(f'client_version {w.client_version!r} is for client = "java"; an external driver '
+                         "names its own in its check answer")
 
 
 @functools.lru_cache(maxsize=None)
@@ -72,7 +106,7 @@ def stored_client_settings(cfg: RunConfig) -> dict[str, dict[str, Any]]:
     when a coordinator should have aborted an open transaction from it
     (checkers/hanging.py)."""
     ctx = offline_client_context(cfg)
-    java = cfg.workload.client == "java"
+    java = cfg.workload.client != "librdkafka"      # any driver takes the Java client's setting names
     settings = java_effective_settings(ctx) if java else effective_settings(ctx)
     if cfg.workload.transactions:
         txn = java_producer_settings(ctx, "kchaos") if java else txn_producer_settings(ctx, "kchaos")
@@ -85,6 +119,10 @@ def client_identity(cfg: RunConfig) -> dict[str, str]:
     w = cfg.workload
     if w.client == "java":
         return {"name": "kafka-clients", "library": "org.apache.kafka:kafka-clients", "version": w.client_version}
+    if w.client == "external":      # what the driver's check answered it is (client, version), if it said
+        said = _checked_identity.get(tuple(w.driver_command), {})
+        return {"name": "external", "command": list(w.driver_command),
+                **{k: str(v) for k, v in said.items() if k in ("client", "version")}}
     return {"name": "librdkafka", "version": confluent_kafka.libversion()[0],
             "binding": f"confluent-kafka {confluent_kafka.version()[0]}"}
 
@@ -102,8 +140,8 @@ def validate_client_settings(cfg: RunConfig, kind: WorkloadKind) -> None:
     transactional producer's). The bootstrap address is the cluster's and not
     known yet (check_settings leaves it out)."""
     ctx = offline_client_context(cfg)
-    if cfg.workload.client == "java":
-        _check_java_settings(ctx)
+    if cfg.workload.client != "librdkafka":
+        _check_driver_settings(ctx)
         return
     for check in (check_settings, kind.check_settings):
         if check is None:
@@ -114,16 +152,25 @@ def validate_client_settings(cfg: RunConfig, kind: WorkloadKind) -> None:
             raise UsageError(str(exc)) from None
 
 
-def _check_java_settings(ctx: ClientContext) -> None:
-    """The Java driver's offline check of the settings (unknown names, bad
-    values): one line, exit 64. Resolving and building the driver comes
-    first, so a client version Maven Central lacks is refused here too."""
-    proc = DriverProcess(list(ctx.driver), "driver-check")
+#: What each driver command's ``check`` answered it is (``client_identity`` of an external driver).
+_checked_identity: dict[tuple[str, ...], dict[str, Any]] = {}
+
+
+def _check_driver_settings(ctx: ClientContext) -> None:
+    """The driver's offline check of the settings (unknown names, bad
+    values): one line, exit 64. For the Java driver resolving and building it
+    comes first, so a client version Maven Central lacks is refused here too;
+    an external driver that does not start or answer is refused here."""
+    try:
+        proc = DriverProcess(list(ctx.driver), "driver-check")
+    except OSError as exc:
+        raise UsageError(f"the driver {ctx.driver[0]!r} does not start: {exc}") from None
     try:
         answer = proc.request({"f": "check", "config": java_settings_check(ctx)}, ANSWER_GRACE_S)
     except DriverError as exc:
-        raise UsageError(f"the Java driver could not check the settings: {exc}") from None
+        raise UsageError(f"the driver could not check the settings: {exc}") from None
     finally:
         proc.kill()
     if answer.get("type") != "ok":
         raise UsageError(str(answer.get("error")).splitlines()[0])
+    _checked_identity[tuple(ctx.driver)] = dict(answer.get("value") or {})

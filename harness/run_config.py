@@ -77,8 +77,11 @@ class WorkloadConfig:
     share_release_probability: float = 0.1
     share_reject_probability: float = 0.02
     share_hold_probability: float = 0.01
-    client: str = "librdkafka"      # the Kafka client: "librdkafka" (in-process) | "java" (kafka-clients, a driver JVM)
+    client: str = "librdkafka"      # "librdkafka" (in-process) | "java" (kafka-clients, a driver JVM) | "external"
     client_version: str = ""        # java: the kafka-clients version; "" is the cluster's kafka_version
+    # client = "external": the command line of an outside driver that speaks the client protocol
+    # (docs/design.md, "The client protocol"), e.g. ["/opt/mydriver/bin/driver", "--flag"].
+    driver_command: list[str] = field(default_factory=list)
 
 
 @dataclass

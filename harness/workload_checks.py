@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from harness.client_config import effective_commit_fraction, run_group_id
+from harness.client_config import effective_commit_fraction, run_group_id, validate_driver_command
 from infra.distribution import validate_version
 from infra.errors import UsageError
 from infra.kafka_versions import features, parse_version
@@ -105,12 +105,15 @@ def validate_group(cfg: RunConfig) -> None:
 
 
 def validate_client(cfg: RunConfig) -> None:
-    """[workload] client and client_version: a known client, and for the Java
-    client a version, the cluster's when none is given (so config.json records
+    """[workload] client, client_version and driver_command: a known client,
+    an external one's command line, and for the Java client a version, the cluster's when none is given (so config.json records
     the exact one)."""
     w = cfg.workload
     if w.client not in CLIENTS:
         raise UsageError(f"unknown client {w.client!r}; clients: {', '.join(CLIENTS)}")
+    validate_driver_command(w)
+    if w.client == "external":
+        return
     if w.client == "librdkafka":
         if w.client_version:
             raise UsageError(f'client_version {w.client_version!r} is for client = "java"; librdkafka\'s is '

@@ -53,6 +53,7 @@ class DriverProcess:
         self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                      text=True, encoding="utf-8", bufsize=1)
         self._lines: queue.Queue = queue.Queue()
+        self.exited = False
         threading.Thread(target=self._read_stdout, name=f"{name}-out", daemon=True).start()
         threading.Thread(target=self._read_stderr, name=f"{name}-err", daemon=True).start()
 
@@ -65,13 +66,37 @@ class DriverProcess:
         for line in self.proc.stderr:       # the client's own log (warnings and errors)
             log.info("%s: %s", self.name, line.rstrip())
 
-    def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """Write ``message``, return the completion it answers; DriverError otherwise."""
+    def write(self, message: dict[str, Any]) -> None:
+        """Write one request line; DriverError when the driver is gone."""
         try:
             self.proc.stdin.write(json.dumps(message, separators=(",", ":")) + "\n")
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError, ValueError) as exc:
             raise DriverError(f"{self.name} is gone ({exc})") from None
+
+    def lines(self, timeout_s: float) -> list[str]:
+        """The lines the driver wrote, waiting up to ``timeout_s`` for the first
+        (pipelined sends' ``sent`` lines: workloads/java_pipelined.py); [] when
+        none came. ``exited`` is set once the driver's stdout ended."""
+        try:
+            first = self._lines.get(timeout=timeout_s) if timeout_s > 0 else self._lines.get_nowait()
+        except queue.Empty:
+            return []
+        out = [first]
+        while True:
+            try:
+                out.append(self._lines.get_nowait())
+            except queue.Empty:
+                break
+        if _EOF in out:
+            self.exited = True
+            self._lines.put(_EOF)
+            out = [line for line in out if line is not _EOF]
+        return out
+
+    def request(self, message: dict[str, Any], timeout_s: float) -> dict[str, Any]:
+        """Write ``message``, return the completion it answers; DriverError otherwise."""
+        self.write(message)
         try:
             line = self._lines.get(timeout=timeout_s)
         except queue.Empty:

@@ -6,7 +6,8 @@ docs/design.md "The client protocol").
 What is Java-specific lives here: the Java client's settings (its defaults,
 chosen to behave as the librdkafka clients' do, and the run's ``[producer]``
 / ``[consumer]`` tables over them), the ``java`` command line, and which
-workload kinds the driver runs so far (``JAVA_KINDS``). The driver is built
+workload kinds the driver runs (``JAVA_KINDS``; the pipelined kinds' sends:
+workloads/java_pipelined.py). The driver is built
 by the harness (infra/client_jars.py) and reaches the client as
 ``ClientContext.driver``.
 """
@@ -132,6 +133,10 @@ def _open_config(txn_id: str | None = None, send_offsets: bool = False) -> Calla
 JAVA_KINDS: dict[str, Callable[[Any, int, int], Client]] = {
     "assign": lambda w, seed, worker: DriverClient(_open_config()),
     "group": lambda w, seed, worker: DriverClient(_open_config(), member_ops=_MEMBER_OPS),
+    # The pipelined kinds' polls; their sends go to a driver's pipelined producer
+    # (workloads/java_pipelined.py, which workloads/kinds.py ``with_client`` makes the pump).
+    "pipelined": lambda w, seed, worker: DriverClient(_open_config()),
+    "pipelined-group": lambda w, seed, worker: DriverClient(_open_config(), member_ops=_MEMBER_OPS),
     "transactions": lambda w, seed, worker: DriverClient(
         _open_config(transactional_id(seed, worker), bool(w.txn_send_offsets))),
 }

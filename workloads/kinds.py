@@ -38,7 +38,8 @@ A new kind is one more entry in ``KINDS`` plus its client module.
 ``[workload] client`` picks the Kafka client library the kind's clients use
 (``CLIENTS``): librdkafka in-process (the entries below), or the official
 Java client in a driver process (workloads/java_client.py ``JAVA_KINDS``,
-over the client protocol of docs/design.md). ``kind_of`` hands the runner
+over the client protocol of docs/design.md), or an outside driver speaking
+that protocol (``external``: the same kinds, ``JAVA_KINDS``' clients). ``kind_of`` hands the runner
 the kind with that library's clients, so the runner never asks which.
 """
 from __future__ import annotations
@@ -53,6 +54,7 @@ from history.writer import SendRow
 from workloads.client import Client, ClientContext, SendPump
 from workloads.group import GroupClient, member_clients
 from workloads.java_client import JAVA_KINDS, java_wait_for_coordinator
+from workloads.java_pipelined import driver_pump
 from workloads.op_streams import PlannedOp, StreamSpec, assign_op, queue_ops, subscribe_op, txn_ops
 from workloads.pipelined import PipelinedProducer
 from workloads.queue import QueueClient
@@ -188,7 +190,9 @@ KINDS: dict[str, WorkloadKind] = {kind.name: kind for kind in (
 )}
 
 #: The client libraries ``[workload] client`` names; the first is the default.
-CLIENTS = ("librdkafka", "java")
+#: Any client but the first runs in a driver process over the client protocol: the Java driver,
+#: or an outside one (``external``: ``[workload] driver_command``), with the same kinds.
+CLIENTS = ("librdkafka", "java", "external")
 
 
 def with_client(kind: WorkloadKind, workload: Any) -> WorkloadKind:
@@ -197,16 +201,17 @@ def with_client(kind: WorkloadKind, workload: Any) -> WorkloadKind:
     client = getattr(workload, "client", CLIENTS[0])
     if client == CLIENTS[0]:
         return kind
-    if client != "java":
+    if client not in CLIENTS:
         raise ValueError(f"unknown client {client!r}; clients: {', '.join(CLIENTS)}")
     make = JAVA_KINDS.get(kind.name)
     if make is None:
-        raise ValueError(f'client = "java" does not run the {kind.name} workload yet; it runs: '
+        raise ValueError(f'client = "{client}" does not run the {kind.name} workload yet; it runs: '
                          f"{', '.join(JAVA_KINDS)}")
     # The librdkafka set-up and settings check are librdkafka's; the Java settings are checked
     # by the driver itself (harness/client_config.py).
     set_up = java_wait_for_coordinator if kind.set_up is not None else None
-    return dataclasses.replace(kind, make_client=make, set_up=set_up, check_settings=None)
+    make_pump = driver_pump if kind.make_pump is not None else None    # pipelined sends through the driver
+    return dataclasses.replace(kind, make_client=make, make_pump=make_pump, set_up=set_up, check_settings=None)
 
 
 def claimants(workload: Any) -> list[WorkloadKind]:

@@ -207,3 +207,38 @@ def test_transactions_run_as_v2_on_4x(kafka_cluster, topic):
         assert producer_epoch(kafka_cluster, "kchaos-1-w6") == before + 3
     finally:
         client.close()
+
+
+def test_pipelined_sends_complete_by_op_id_in_send_order(kafka_cluster, topic):
+    """send-async requests and sent lines (workloads/java_pipelined.py): every message is
+    acknowledged, each producer's sends to a partition get increasing offsets in send order,
+    and a crash (the driver killed) starts a new driver under a new name."""
+    import itertools
+
+    from history.ops import INVOKE
+    from workloads.java_pipelined import DriverPipelinedProducer
+    rows: list[tuple] = []
+    processes, names = itertools.count(), (f"p{i}" for i in itertools.count())
+    ctx = ClientContext(bootstrap=kafka_cluster.kafka.bootstrap(), topic=topic, partitions=P, node="all",
+                        driver=java_driver(DEFAULT_KAFKA_VERSION), producer_config={
+                            "max.in.flight.requests.per.connection": 5})
+    pump = DriverPipelinedProducer(ctx, 50, lambda op: None, lambda: next(processes), lambda: next(names),
+                                   record_sends=lambda r, node: rows.extend(r))
+    messages = ((v % P, v) for v in range(2000))
+    try:
+        pump.pump(itertools.islice(messages, 1000), lambda: False)
+        pump.crash()
+        pump.pump(messages, lambda: False)
+        pump.close(flush_s=20)
+    finally:
+        pump.crash()
+    done = [r for r in rows if r[1] != INVOKE]
+    assert len(done) == 2000 and sum(r[1] == INVOKE for r in rows) == 2000
+    ok = [r for r in done if r[1] == OK]
+    assert len(ok) >= 1900, {r[6] for r in done if r[1] != OK}     # what the crash caught in flight: info
+    assert all(r[1] in (OK, INFO) for r in done)
+    assert {r[5] for r in done} == {"p0", "p1"} and pump.identity["version"] == DEFAULT_KAFKA_VERSION
+    for name in ("p0", "p1"):
+        for p in range(P):
+            offsets = [r[4] for r in sorted((r for r in ok if r[5] == name and r[2] == p), key=lambda r: r[3])]
+            assert offsets == sorted(offsets) and len(set(offsets)) == len(offsets)

@@ -16,6 +16,7 @@ from tests.harness.config_refusals import refused_by_cli, refused_by_validate
 from workloads.client import ClientContext
 from workloads.driver_protocol import DriverClient, DriverError
 from workloads.java_client import JAVA_KINDS, java_consumer_settings, java_producer_settings
+from workloads.java_pipelined import driver_pump
 from workloads.kinds import KINDS, kind_of, with_client
 
 
@@ -49,13 +50,15 @@ def test_java_clients_replace_the_kinds_clients_and_refuse_what_they_do_not_run(
     assert kind_of(WorkloadConfig()) is KINDS["assign"]
     txn = with_client(KINDS["transactions"], java)
     assert txn.set_up is not None and txn.check_settings is None
-    with pytest.raises(ValueError, match='client = "java" does not run the pipelined workload yet'):
-        kind_of(WorkloadConfig(client="java", producer="pipelined"))
+    pipelined = kind_of(WorkloadConfig(client="java", producer="pipelined"))
+    assert pipelined.make_client is JAVA_KINDS["pipelined"] and pipelined.make_pump is driver_pump
+    with pytest.raises(ValueError, match='client = "java" does not run the share workload yet'):
+        kind_of(WorkloadConfig(client="java", mode="share"))
 
 
 @pytest.mark.parametrize(("toml", "expected"), [
     ('[workload]\nclient = "cpp"', "unknown client 'cpp'"),
-    ('[workload]\nclient = "java"\nproducer = "pipelined"', "does not run the pipelined workload"),
+    ('[workload]\nclient = "java"\nmode = "share"', 'mode = "share" runs on client = "librdkafka" only'),
     ('[workload]\nclient_version = "4.3.1"', 'client_version \'4.3.1\' is for client = "java"'),
     ('[workload]\nclient = "java"\nclient_version = "4.x"', "is not a version number"),
 ])
@@ -168,3 +171,13 @@ def test_the_java_held_endtxn_example_is_the_librdkafka_one_with_the_java_client
     assert java.workload.client_version == java.kafka_version == rdkafka.kafka_version
     assert (java.rate, java.concurrency, java.topic, java.producer, java.consumer) == (
         rdkafka.rate, rdkafka.concurrency, rdkafka.topic, rdkafka.producer, rdkafka.consumer)
+
+
+@pytest.mark.parametrize("base", ["transactions", "transactions-17754", "pipelined"])
+def test_the_java_examples_are_the_librdkafka_ones_with_the_java_client(base):
+    examples = Path(__file__).resolve().parents[2] / "examples"
+    java = load(examples / f"{base}-java.toml")
+    rdkafka = load(examples / f"{base}.toml")
+    assert java.workload.client == "java" and java.name == f"{base}-java"
+    java.workload.client, java.name = rdkafka.workload.client, rdkafka.name
+    assert java == rdkafka

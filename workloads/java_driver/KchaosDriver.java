@@ -7,7 +7,8 @@
 // Requests: {"f": "check", "config": {...}} alone (an offline settings check), or
 // {"f": "open", "config": {...}} first, then history ops
 // ({"f": "send" | "poll" | "assign" | "subscribe" | "commit" | "txn", "value": ..., "abort"?, "async"?})
-// and {"f": "close"}. A crash is not a request: the runner kills this process.
+// and {"f": "close"}; or, for pipelined sends, {"f": "send-async", ...} requests, whose
+// completions come later in {"f": "sent", "done": [...]} lines (Pipelined), and {"f": "bench", ...}. A crash is not a request: the runner kills this process.
 // Every completion is the op's history completion (type ok | fail | info, f,
 // value, error?, outcomes?, producer?, abort?, events?); the runner adds
 // process, node and the op's fields.
@@ -60,13 +61,14 @@ import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
-public final class KchaosDriver extends Transactions {
+public final class KchaosDriver extends Pipelined {
     KchaosDriver() { }
 
     public static void main(String[] args) throws Exception {
         PrintStream out = new PrintStream(new java.io.FileOutputStream(java.io.FileDescriptor.out), false, "UTF-8");
         System.setOut(System.err);                  // nothing but completions on the protocol's stream
         KchaosDriver d = new KchaosDriver();
+        d.out = out;
         BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
         String line;
         while ((line = in.readLine()) != null) {
@@ -78,8 +80,7 @@ public final class KchaosDriver extends Transactions {
             } catch (Exception e) {              // a bug or an unknown state: the runner retires the process
                 done = completion(op, INFO, op.get("value"), "crash: " + text(e));
             }
-            out.println(JSON.writeValueAsString(done));
-            out.flush();
+            if (done != null) d.emit(done);          // send-async answers in "sent" lines, later
             if ("close".equals(op.path("f").asText())) break;
         }
         d.close();
@@ -97,6 +98,8 @@ public final class KchaosDriver extends Transactions {
             case "subscribe": return subscribe(op);
             case "commit": return commit(op);
             case "txn": return txn(op);
+            case "send-async": return sendAsync(op);
+            case "bench": return bench(op);
             case "close": {
                 close();
                 Map<String, Object> c = completion(op, OK, null, null);
