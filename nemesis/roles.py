@@ -26,12 +26,15 @@ starts, a role target the cluster's layout lacks.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import random
 from typing import Any, Iterable, Sequence
 
 from broker.cluster import KafkaCluster
 from infra.errors import UsageError
 from nemesis.topology import sort_nodes
+
+log = logging.getLogger(__name__)
 
 CONTROLLERS = "controllers"
 ACTIVE_CONTROLLER = "active-controller"
@@ -87,9 +90,11 @@ def topic_id(cluster: KafkaCluster, topic: str) -> str | None:
     # imported here so `kchaos --help` answers before confluent_kafka loads
     from confluent_kafka import TopicCollection
     try:
-        futures = cluster.admin().describe_topics(TopicCollection([topic]), request_timeout=5)
+        admin = cluster.admin()  # held until Kafka answers: a collected client fails its futures (_DESTROY)
+        futures = admin.describe_topics(TopicCollection([topic]), request_timeout=5)
         return str(futures[topic].result(timeout=10).topic_id)
-    except Exception:  # noqa: BLE001 - the broker asked is down: no coordinator to name now
+    except Exception as exc:  # noqa: BLE001 - the broker asked is down: no coordinator to name now
+        log.info("topic id of %s unavailable: %r", topic, exc)
         return None
 
 
