@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness.client_config import run_group_id
+from harness.client_config import TOPIC, run_group_id
 from infra.docker_backend import validate_controller_count
 from infra.errors import UsageError
 from nemesis.roles import check_targets
@@ -31,11 +31,15 @@ def validate_layout(cfg: Any) -> None:
 
 def run_ids(cfg: Any) -> dict[str, list[str]]:
     """The ids whose coordinators faults may aim at (nemesis.roles): the
-    consumer group of a subscribe run, every worker's transactional id of a
-    transactional one."""
+    consumer group of a subscribe run, the share group of a share run (with
+    its topic: a share coordinator holds one share-partition's state), every
+    worker's transactional id of a transactional one."""
     ids: dict[str, list[str]] = {}
     if cfg.workload.mode == "subscribe":
         ids["group"] = [run_group_id(cfg)]
+    if cfg.workload.mode == "share":
+        ids["share_group"] = [run_group_id(cfg)]
+        ids["topic"] = [TOPIC]
     if cfg.workload.transactions:
         ids["transactional_id"] = [transactional_id(cfg.seed, w) for w in range(cfg.concurrency)]
     return ids

@@ -47,6 +47,7 @@ from nemesis import netem_iptables as ipt
 from nemesis import topology as topo
 from nemesis.protocol import NemesisContext, Op, completed, each, resolve_nodes
 from nemesis.partition import client_address
+from nemesis.roles import ROLE_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -244,8 +245,7 @@ class NetemNemesis:
             for name in links:
                 if name != topo.CLIENT:
                     cluster.node(name)  # UsageError for an unknown node
-        spec = {k: value[k] for k in ("target", "node", "node_index", "partition", "partition_index", "topic",
-                                      "seed") if value.get(k) is not None}
+        spec = {k: value[k] for k in ("node", "partition") + ROLE_KEYS if value.get(k) is not None}
         names, details = resolve_nodes(self.ctx, spec or {"target": "random"})
         by_name = {n.name: n for n in cluster.nodes}
 

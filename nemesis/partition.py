@@ -22,7 +22,7 @@ from infra.errors import UsageError
 from infra.node import Node, shell_join
 from nemesis import topology as topo
 from nemesis.protocol import NemesisContext, Op, completed, each, node_names, op_rng, partition_leader, resolve_nodes
-from nemesis.roles import ROLE_TARGETS
+from nemesis.roles import ROLE_KEYS, ROLE_TARGETS
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +84,7 @@ def client_address(node: Node) -> str:
 def _one_node(ctx: NemesisContext, value: dict[str, Any]) -> list[str]:
     """The node of ``node``, a role target (nemesis.roles), ``node_index`` or a seeded random draw."""
     if value.get("target") in ROLE_TARGETS:
-        nodes, _ = resolve_nodes(ctx, {k: value.get(k) for k in ("target", "node_index", "seed")})
+        nodes, _ = resolve_nodes(ctx, {k: value.get(k) for k in ROLE_KEYS})
         return nodes
     target = value.get("node")
     spec = {"target": "node", "node": target} if target else \

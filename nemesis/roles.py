@@ -4,9 +4,15 @@ On a cluster whose controllers run on nodes of their own, a fault may aim at
 one role: ``controllers`` (one controller-only node), ``active-controller``
 (the quorum leader) or ``brokers`` (one broker-only node); on any layout also
 ``group-coordinator`` (the leader of the ``__consumer_offsets`` partition that
-holds the op's ``group``) and ``txn-coordinator`` (of the ``__transaction_state``
-partition of its ``transactional_id``), found as Kafka finds them: the id's
-Java ``String.hashCode``, made non-negative, modulo the topic's partition count. Like the leader
+holds the op's ``group``), ``txn-coordinator`` (of the ``__transaction_state``
+partition of its ``transactional_id``) and ``share-coordinator`` (of the
+``__share_group_state`` partition that holds the state of one share-partition
+of the op's ``share_group``: partition ``partition_index`` modulo the count of
+its ``topic``), found as Kafka finds them: the id's Java ``String.hashCode``,
+made non-negative, modulo the internal topic's partition count. A
+share-partition's id is ``"<group>:<topic id>:<partition>"``, the topic id in
+Kafka's base64 form (Kafka 4.3.1's ``ShareCoordinatorService.partitionFor`` and
+``SharePartitionKey.asCoordinatorKey``). Like the leader
 target, a role target is resolved when the op runs, against the cluster as
 it is then; ``node_index`` (modulo the role's node count) or ``seed`` picks
 the node within the role.
@@ -20,6 +26,7 @@ starts, a role target the cluster's layout lacks.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import random
 from typing import Any, Iterable, Sequence
 
@@ -27,15 +34,27 @@ from broker.cluster import KafkaCluster
 from infra.errors import UsageError
 from nemesis.topology import sort_nodes
 
+log = logging.getLogger(__name__)
+
 CONTROLLERS = "controllers"
 ACTIVE_CONTROLLER = "active-controller"
 BROKERS = "brokers"
 GROUP_COORDINATOR = "group-coordinator"
 TXN_COORDINATOR = "txn-coordinator"
-ROLE_TARGETS = (CONTROLLERS, ACTIVE_CONTROLLER, BROKERS, GROUP_COORDINATOR, TXN_COORDINATOR)
+SHARE_COORDINATOR = "share-coordinator"
+ROLE_TARGETS = (CONTROLLERS, ACTIVE_CONTROLLER, BROKERS, GROUP_COORDINATOR, TXN_COORDINATOR, SHARE_COORDINATOR)
 # Coordinator target -> (the internal topic holding its state, the op value key naming the id).
 COORDINATORS = {GROUP_COORDINATOR: ("__consumer_offsets", "group"),
-                TXN_COORDINATOR: ("__transaction_state", "transactional_id")}
+                TXN_COORDINATOR: ("__transaction_state", "transactional_id"),
+                SHARE_COORDINATOR: ("__share_group_state", "share_group")}
+# What a workload must run for each coordinator target to have an id to aim at.
+COORDINATOR_NEEDS = {GROUP_COORDINATOR: 'a consumer group (mode = "subscribe")',
+                     TXN_COORDINATOR: "transactions (transactions = true)",
+                     SHARE_COORDINATOR: 'a share group (mode = "share")'}
+# The op value keys a role target is resolved from: a fault that resolves its
+# node later (a partition's isolated node) passes these on.
+ROLE_KEYS = ("target", "node_index", "seed", "group", "transactional_id", "share_group", "topic",
+             "partition_index")
 # Role targets that need controller-only nodes: on combined nodes there is no
 # node that is only a controller or only a broker.
 ISOLATED_ONLY = (CONTROLLERS, BROKERS)
@@ -60,17 +79,63 @@ def coordinator_partition(key: str, partitions: int) -> int:
     return (0 if h == -(1 << 31) else abs(h)) % partitions
 
 
+def share_partition_key(group: str, topic_id: str, partition: int) -> str:
+    """Kafka's coordinator key of one share-partition's state (SharePartitionKey.asCoordinatorKey)."""
+    return f"{group}:{topic_id}:{partition}"
+
+
+def topic_id(cluster: KafkaCluster, topic: str) -> str | None:
+    """``topic``'s id in Kafka's base64 form (confluent-kafka's ``Uuid`` prints
+    it so, as Kafka's ``Uuid.toString`` does), or None when no broker answers."""
+    # imported here so `kchaos --help` answers before confluent_kafka loads
+    from confluent_kafka import TopicCollection
+    try:
+        admin = cluster.admin()  # held until Kafka answers: a collected client fails its futures (_DESTROY)
+        futures = admin.describe_topics(TopicCollection([topic]), request_timeout=5)
+        return str(futures[topic].result(timeout=10).topic_id)
+    except Exception as exc:  # noqa: BLE001 - the broker asked is down: no coordinator to name now
+        log.info("topic id of %s unavailable: %r", topic, exc)
+        return None
+
+
+def _states(cluster: KafkaCluster, topic: str) -> list[Any]:
+    cid = cluster.active_controller()
+    return (cluster.authoritative_partition_states(topic, cid) if cid is not None else None) \
+        or cluster.partition_states(topic)
+
+
+def _coordinator_key(cluster: KafkaCluster, target: str, value: dict[str, Any],
+                     details: dict[str, Any]) -> str | None:
+    """The id Kafka hashes for ``target``: the op's group or transactional id,
+    or for a share coordinator its share-partition's key (None when the topic
+    or its id cannot be read now)."""
+    key = str(value[COORDINATORS[target][1]])
+    if target != SHARE_COORDINATOR:
+        return key
+    topic = value.get("topic")
+    if not topic:
+        raise UsageError(f"target {target!r} needs the op's 'topic'")
+    count = len(cluster.partition_states(str(topic)))
+    tid = topic_id(cluster, str(topic)) if count else None
+    if tid is None:
+        return None
+    partition = int(value.get("partition_index") or 0) % count
+    details.update(topic=topic, share_partition=partition)
+    return share_partition_key(key, tid, partition)
+
+
 def _coordinator(cluster: KafkaCluster, target: str, value: dict[str, Any]) -> tuple[list[str], dict[str, Any]]:
     topic, key = COORDINATORS[target]
     if not value.get(key):
         raise UsageError(f"target {target!r} needs the op's {key!r}")
     details: dict[str, Any] = {"target": target, key: value[key]}
-    cid = cluster.active_controller()
-    states = (cluster.authoritative_partition_states(topic, cid) if cid is not None else None) \
-        or cluster.partition_states(topic)
+    states = _states(cluster, topic)
     if not states:  # no group or transaction has used the topic yet: no coordinator to hit
         return [], details
-    p = coordinator_partition(str(value[key]), len(states))
+    coordinator_key = _coordinator_key(cluster, target, value, details)
+    if coordinator_key is None:
+        return [], details
+    p = coordinator_partition(coordinator_key, len(states))
     leader = next((s.leader for s in states if s.partition == p), None)
     details.update(partition=p, coordinator=f"n{leader}" if leader is not None else None)
     return ([f"n{leader}"] if leader is not None else []), details
@@ -111,9 +176,7 @@ def check_targets(targets: Sequence[str], controllers: int, steps: Iterable[dict
         if target not in ROLE_TARGETS:
             raise UsageError(f"unknown nemesis target {target!r}; valid targets: {', '.join(ROLE_TARGETS)}")
         if target in COORDINATORS and not (ids or {}).get(COORDINATORS[target][1]):
-            need = "a consumer group (mode = \"subscribe\")" if target == GROUP_COORDINATOR else \
-                "transactions (transactions = true)"
-            raise UsageError(f"nemesis target {target!r} needs a workload with {need}")
+            raise UsageError(f"nemesis target {target!r} needs a workload with {COORDINATOR_NEEDS[target]}")
     used = list(targets) + [str((s.get("value") or {}).get("target")) for s in steps]
     lacking = next((t for t in used if t in ISOLATED_ONLY), None) if controllers == 0 else None
     if lacking is not None:
@@ -126,11 +189,14 @@ def aim(op: dict[str, Any], targets: Sequence[str], rng: random.Random,
     """``op`` aimed at one of ``targets`` when it is a start of a targetable fault
     (process-like: its target; a partition: isolate that node); else ``op``.
     A coordinator target also names one of the run's ``ids`` (op value key ->
-    the group ids or transactional ids) to find the coordinator of."""
+    the group ids, transactional ids or share groups, and for a share group
+    ``topic`` -> the run's topic) to find the coordinator of; a share
+    coordinator also draws the share-partition (``partition_index``)."""
     value = dict(op.get("value") or {})
     if value.get("fault") not in TARGETABLE_FAULTS:
         return op
-    for key in ("target", "node", "node_index", "partition", "partition_index", "seed", "group", "transactional_id"):
+    for key in ("target", "node", "node_index", "partition", "partition_index", "seed", "group", "transactional_id",
+                "share_group", "topic"):
         value.pop(key, None)
     if value["fault"] == "partition":
         value["topology"] = "isolate-node"
@@ -141,6 +207,9 @@ def aim(op: dict[str, Any], targets: Sequence[str], rng: random.Random,
         choices = (ids or {}).get(key) or []
         if choices:
             value[key] = choices[rng.randrange(len(choices))]
+        if value["target"] == SHARE_COORDINATOR and (ids or {}).get("topic"):
+            value["topic"] = (ids or {})["topic"][0]
+            value["partition_index"] = rng.randrange(INDEX_RANGE)
     return {**op, "value": value}
 
 

@@ -18,7 +18,12 @@ share-group ops); every share op carries ``group``. What this client decides:
     probabilities, else accept); a record the call refuses is left out.
     Implicit mode: nothing is called (the next poll, commit or close accepts
     them all) and every record is marked accept. Marks go to Kafka later; the
-    client keeps them until an answer names them.
+    client keeps them until an answer names them, in order per record: a
+    record released and delivered again may be marked a second time before
+    the first mark is answered, and each answer takes the oldest mark still
+    pending on its record. An answer naming a record with no mark pending is
+    an accept in implicit mode (the next poll accepted it) and is left out in
+    explicit mode (no mark of this member to answer; logged).
 ``share-commit``  ``commit_sync(op_timeout_s)``: ok when every partition
     answered without error, fail when every error is certain, else info.
 ``share-hold``  sleeps the planned seconds without calling the consumer: the
@@ -86,7 +91,7 @@ class ShareClient(QueueClient):
         self.release_p, self.reject_p, self.rng, self.drain = release_p, reject_p, rng, drain
         self._share: ShareConsumer | None = None
         self._last: list = []                                 # the last share-poll's messages
-        self._marks: dict[tuple[int, int], str] = {}          # marked, not yet answered
+        self._marks: dict[tuple[int, int], list[str]] = {}    # marks not yet answered, oldest first
         self._events: list[Op] = []
 
     def open(self, ctx: ClientContext) -> None:
@@ -125,8 +130,7 @@ class ShareClient(QueueClient):
                 share.close()        # sends the marks still pending; the callback may answer them
             except Exception as exc:
                 log.debug("process %s: share consumer close: %s", self.ctx and self.ctx.process, exc)
-        if self._marks:
-            self._answer(dict(self._marks), INFO, "closed with these marks sent; no answer seen")
+        self._answer_pending(list(self._marks), INFO, "closed with these marks sent; no answer seen")
         super().close()
 
     # -- the consumer -------------------------------------------------------------
@@ -143,7 +147,12 @@ class ShareClient(QueueClient):
             for tp, offs in (offsets or {}).items():
                 for o in offs or ():
                     key = (tp.partition, int(o))
-                    answered[key] = self._marks.pop(key, ACCEPT)
+                    kind = self._take_mark(key) or (ACCEPT if self.ack_mode == "implicit" else None)
+                    if kind is None:
+                        log.warning("process %s: an answer for %s/%s, which has no mark pending",
+                                    self.ctx and self.ctx.process, *key)
+                        continue
+                    answered[key] = kind
             if not answered:
                 return
             if exc is None:
@@ -156,10 +165,24 @@ class ShareClient(QueueClient):
         except Exception as e:  # noqa: BLE001
             log.warning("process %s: acknowledgement callback: %r", self.ctx and self.ctx.process, e)
 
-    def _answer(self, marks: dict[tuple[int, int], str], typ: str, error: str | None) -> None:
-        for key in marks:
-            self._marks.pop(key, None)
-        self._answer_done(marks, typ, error)
+    def _take_mark(self, key: tuple[int, int]) -> str | None:
+        """The oldest mark still pending on ``key`` (now answered), or None."""
+        kinds = self._marks.get(key)
+        if not kinds:
+            return None
+        kind = kinds.pop(0)
+        if not kinds:
+            del self._marks[key]
+        return kind
+
+    def _answer_pending(self, keys: list[tuple[int, int]], typ: str, error: str | None) -> None:
+        """Every mark still pending on ``keys`` answered, oldest first: one event
+        per round, so that no event names a record twice."""
+        while True:
+            marks = {key: kind for key in keys if (kind := self._take_mark(key)) is not None}
+            if not marks:
+                return
+            self._answer_done(marks, typ, error)
 
     def _answer_done(self, marks: dict[tuple[int, int], str], typ: str, error: str | None) -> None:
         event: Op = {"type": typ, "f": SHARE_ACKED, "value": marks_value(marks), **self.op_fields(SHARE_POLL)}
@@ -217,11 +240,12 @@ class ShareClient(QueueClient):
                 refused.append(f"{key[0]}/{key[1]}: {exc}")
                 continue
             marked[key] = kind
-        self._marks.update(marked)
+        for key, kind in marked.items():
+            self._marks.setdefault(key, []).append(kind)
         return completion(op, OK, marks_value(marked), "; ".join(refused) or None, self._node)
 
     def _commit(self, op: Op) -> Op:
-        sent = dict(self._marks)
+        sent = list(self._marks)
         try:
             result = self._consumer_share().commit_sync(self.ctx.op_timeout_s)
         except KafkaException as exc:
@@ -234,9 +258,9 @@ class ShareClient(QueueClient):
             value[str(tp.partition)] = None if e is None else (
                 f"{error_name(e)}: {e.str()}" if isinstance(e, KafkaError) else str(e))
             certain = certain and (e is None or sure)
-            pending = {k: v for k, v in sent.items() if k[0] == tp.partition and k in self._marks}
-            if pending:        # no callback named them: the result answers for them
-                self._answer(pending, OK if e is None else FAIL if sure else INFO, value[str(tp.partition)])
+            pending = [k for k in sent if k[0] == tp.partition]
+            # what no callback named: the result answers for it
+            self._answer_pending(pending, OK if e is None else FAIL if sure else INFO, value[str(tp.partition)])
         errors = [v for v in value.values() if v is not None]
         typ = OK if not errors else FAIL if certain else INFO
         return completion(op, typ, value, "; ".join(errors) or None, self._node)

@@ -140,3 +140,68 @@ def test_a_coordinator_target_is_the_leader_of_its_ids_partition():
               {"group": ["kchaos-5"]})
     assert cut["value"]["group"] == "kchaos-5"
     assert op_costs(cut, ISO) == (1, 0)
+
+
+class WithShareState(Isolated):
+    """Three partitions of the run's topic, five of __share_group_state led by n1..n5 in turn."""
+    def partition_states(self, topic, admin=None):
+        from broker.cluster import PartitionState
+        count = {"kchaos": 3, "__share_group_state": 5}.get(topic, 0)
+        return [PartitionState(p, p % 5 + 1, (1, 2, 3), (1, 2, 3)) for p in range(count)]
+
+    def authoritative_partition_states(self, topic, controller, attempts=2):
+        return None
+
+
+def test_a_share_coordinator_is_the_leader_of_its_share_partitions_state(monkeypatch):
+    import nemesis.roles as roles
+    monkeypatch.setattr(roles, "topic_id", lambda cluster, topic: "AAAAAAAAAAAAAAAAAAAwOQ")
+    cluster = WithShareState([FakeNode(f"n{i}") for i in range(1, 7)], controllers=["n4", "n5", "n6"])
+    value = {"share_group": "kchaos-9", "topic": "kchaos", "partition_index": 7}
+    nodes, details = resolve_role(cluster, "share-coordinator", value, random.Random())
+    # Kafka's key: "<group>:<topic id, base64>:<partition>"; partition_index 7 of 3 partitions is 1
+    p = roles.coordinator_partition("kchaos-9:AAAAAAAAAAAAAAAAAAAwOQ:1", 5)
+    assert details["share_partition"] == 1 and details["partition"] == p and nodes == [f"n{p % 5 + 1}"]
+    monkeypatch.setattr(roles, "topic_id", lambda cluster, topic: None)  # no broker answered: nothing to hit
+    assert resolve_role(cluster, "share-coordinator", value, random.Random())[0] == []
+    with pytest.raises(UsageError, match="needs the op's 'topic'"):
+        resolve_role(cluster, "share-coordinator", {"share_group": "g"}, random.Random())
+
+
+def test_share_coordinator_targets_need_a_share_workload_and_draw_a_share_partition():
+    with pytest.raises(UsageError, match='a share group \\(mode = "share"\\)'):
+        check_targets(["share-coordinator"], 0, ids={"group": ["g"]})
+    check_targets(["share-coordinator"], 0, ids={"share_group": ["g"], "topic": ["kchaos"]})
+    cut = aim({"f": "start-partition", "value": {"fault": "partition", "topology": "halves"}}, ["share-coordinator"],
+              random.Random(3), {"share_group": ["kchaos-5"], "topic": ["kchaos"]})
+    value = cut["value"]
+    assert value["share_group"] == "kchaos-5" and value["topic"] == "kchaos" and value["topology"] == "isolate-node"
+    assert 0 <= value["partition_index"] < 840
+
+
+def test_a_cut_passes_the_coordinator_keys_on(monkeypatch):
+    """A partition's isolated node is resolved from the op's role keys (group, share group, topic ...)."""
+    from nemesis import partition
+    seen = {}
+    monkeypatch.setattr(partition, "resolve_nodes", lambda ctx, spec: (seen.update(spec), (["n2"], {}))[1])
+    value = {"fault": "partition", "target": "share-coordinator", "share_group": "g", "topic": "kchaos",
+             "partition_index": 4}
+    assert partition._one_node(None, value) == ["n2"]
+    assert seen["share_group"] == "g" and seen["topic"] == "kchaos" and seen["partition_index"] == 4
+
+
+def test_the_cli_refuses_a_share_coordinator_target_without_a_share_workload(tmp_path):
+    from tests.harness.config_refusals import refused_by_cli
+    line = refused_by_cli(tmp_path, '[nemesis]\nfaults = ["kill"]\ntargets = ["share-coordinator"]\n')
+    assert "'share-coordinator' needs a workload with a share group" in line
+
+
+def test_a_share_run_aims_its_faults_at_its_share_groups_coordinator():
+    from harness.run_config import from_dict, validate
+    from harness.schedule import fault_plan
+    cfg = validate(from_dict({"seed": 5, "time_limit": 120, "kafka_version": "4.3.1",
+                              "workload": {"mode": "share", "poll_timeout": 0.2, "share_lock_ms": 15000},
+                              "nemesis": {"faults": ["kill", "partition"], "interval": 5,
+                                          "targets": ["share-coordinator"]}}))
+    starts = [op["value"] for _, op in fault_plan(cfg) if op["f"] in ("kill", "start-partition")]
+    assert starts and all(v["share_group"] == "kchaos-5" and v["topic"] == "kchaos" for v in starts)

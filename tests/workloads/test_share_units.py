@@ -101,3 +101,25 @@ def test_hold_after_an_empty_poll_fails_at_once():
     c = _client("explicit")
     out = c.invoke({"f": SHARE_HOLD, "value": 30.0})
     assert out["type"] == "fail" and "nothing to hold" in out["error"]
+
+
+def test_a_record_marked_twice_before_an_answer_gets_each_mark_in_turn():
+    """Released, delivered again and released again before the first answer:
+    each answer takes the oldest pending mark (a run once reported the second
+    release as an accept, and the checker an accepted record redelivered)."""
+    c = _client("explicit")
+    c._marks = {(1, 923): ["release", "release"], (1, 925): ["accept"]}
+    c._on_acknowledged({TopicPartition("t", 1): {923}}, None)
+    c._on_acknowledged({TopicPartition("t", 1): {923, 925}}, None)
+    first, second = c.take_events()
+    assert first["value"] == {"release": {"1": [923]}}
+    assert second["value"] == {"release": {"1": [923]}, "accept": {"1": [925]}}
+    c._on_acknowledged({TopicPartition("t", 1): {930}}, None)   # no mark pending: no claim in explicit mode
+    assert c.take_events() == [] and c._marks == {}
+
+
+def test_close_answers_every_pending_mark_without_naming_a_record_twice_in_one_event():
+    c = _client("explicit")
+    c._marks = {(0, 1): ["release", "accept"]}
+    c.close()
+    assert [e["value"] for e in c.take_events()] == [{"release": {"0": [1]}}, {"accept": {"0": [1]}}]
