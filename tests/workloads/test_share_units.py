@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 import random
-from types import SimpleNamespace
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
