@@ -84,15 +84,22 @@ def share_partition_key(group: str, topic_id: str, partition: int) -> str:
     return f"{group}:{topic_id}:{partition}"
 
 
+def kafka_uuid_text(standard_base64: str) -> str:
+    """A topic id as Kafka's ``Uuid.toString`` writes it: URL-safe base64 without
+    padding. confluent-kafka's ``Uuid`` prints the standard alphabet ("+" and "/"
+    where Kafka has "-" and "_"), so the two differ for about half of all ids."""
+    return standard_base64.rstrip("=").replace("+", "-").replace("/", "_")
+
+
 def topic_id(cluster: KafkaCluster, topic: str) -> str | None:
-    """``topic``'s id in Kafka's base64 form (confluent-kafka's ``Uuid`` prints
-    it so, as Kafka's ``Uuid.toString`` does), or None when no broker answers."""
+    """``topic``'s id in Kafka's base64 form (``kafka_uuid_text``), or None when
+    no broker answers."""
     # imported here so `kchaos --help` answers before confluent_kafka loads
     from confluent_kafka import TopicCollection
     try:
         admin = cluster.admin()  # held until Kafka answers: a collected client fails its futures (_DESTROY)
         futures = admin.describe_topics(TopicCollection([topic]), request_timeout=5)
-        return str(futures[topic].result(timeout=10).topic_id)
+        return kafka_uuid_text(str(futures[topic].result(timeout=10).topic_id))
     except Exception as exc:  # noqa: BLE001 - the broker asked is down: no coordinator to name now
         log.info("topic id of %s unavailable: %r", topic, exc)
         return None

@@ -205,3 +205,21 @@ def test_a_share_run_aims_its_faults_at_its_share_groups_coordinator():
                                           "targets": ["share-coordinator"]}}))
     starts = [op["value"] for _, op in fault_plan(cfg) if op["f"] in ("kill", "start-partition")]
     assert starts and all(v["share_group"] == "kchaos-5" and v["topic"] == "kchaos" for v in starts)
+
+
+def test_a_topic_id_is_hashed_as_kafka_prints_it():
+    """Kafka's Uuid.toString is URL-safe base64 without padding; confluent-kafka
+    prints the standard alphabet. The share coordinator's key must use Kafka's
+    (a 4.3.1 cluster test aimed at the wrong partition for an id with a "+")."""
+    import base64
+    import uuid
+
+    from confluent_kafka import Uuid
+
+    from nemesis.roles import kafka_uuid_text
+    raw = uuid.UUID("7142fec1-b9e6-4035-b37e-7059666a98ec")   # standard base64 "cUL+wbnmQDWzfnBZZmqY7A"
+    signed = [x - (1 << 64) if x >= 1 << 63 else x for x in (raw.int >> 64, raw.int & ((1 << 64) - 1))]
+    printed = str(Uuid(*signed))
+    assert "+" in printed
+    assert kafka_uuid_text(printed) == base64.urlsafe_b64encode(raw.bytes).decode().rstrip("=") \
+        == "cUL-wbnmQDWzfnBZZmqY7A"
