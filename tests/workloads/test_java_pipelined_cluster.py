@@ -10,7 +10,10 @@ import pytest
 
 from history.ops import read_history
 
-pytestmark = pytest.mark.cluster
+# A whole run with a cluster of its own (about 75 s): behind `long` to keep the suite under
+# 40 minutes; the pipelined pump against the shared cluster (test_java_driver_cluster.py)
+# covers the driver's pipelined sends in every suite run.
+pytestmark = [pytest.mark.cluster, pytest.mark.long]
 
 
 def test_fault_free_pipelined_java_run_is_valid(tmp_path):
