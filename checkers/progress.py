@@ -81,6 +81,8 @@ class ProgressSeconds:
         return self.progressing / self.seconds if self.seconds else 1.0
 
     def line(self) -> str:
+        if not self.seconds:        # every fault second had every partition impaired: nothing to judge
+            return "no fault second left a partition unimpaired: progress where faults did not reach is not judged"
         return (f"writes acknowledged on unimpaired partitions in {self.progressing} of {self.seconds} "
                 f"fault seconds ({self.share:.0%})")
 

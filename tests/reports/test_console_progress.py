@@ -27,3 +27,13 @@ def test_the_fault_seconds_with_progress_where_no_fault_reached_are_a_console_li
     results["stats"].pop("fault_progress")
     path.write_text(json.dumps(results))
     assert "unimpaired" not in _summary(run_dir)
+
+
+def test_no_fault_second_with_an_unimpaired_partition_is_said_so_not_as_100_percent(fixture_copy) -> None:
+    run_dir = fixture_copy("valid")
+    path = run_dir / "results.json"
+    results = json.loads(path.read_text())
+    results["stats"]["fault_progress"] = {"fault_seconds": 0, "with_acks_on_unimpaired": 0}
+    path.write_text(json.dumps(results))
+    text = _summary(run_dir)
+    assert "no fault second left a partition unimpaired" in text and "(100%)" not in text
