@@ -48,6 +48,7 @@ from history.writer import HistoryWriter  # noqa: E402
 from infra.distribution import DEFAULT_KAFKA_VERSION  # noqa: E402
 from workloads.client import ClientContext  # noqa: E402
 from workloads.java_pipelined import DriverPipelinedProducer  # noqa: E402
+from workload_overhead import counting_sends  # noqa: E402
 
 PARTITIONS = 3
 OP_TIMEOUT_S = 10.0
@@ -74,16 +75,10 @@ class Pumps:
         self.acked = [0] * len(ctxs)
         self.sent = [0] * len(ctxs)
 
-        def counting(i: int):
-            def record_sends(rows: list[tuple], node: str | None) -> None:
-                recorder.append_sends(rows, node)
-                if time.monotonic() < self.stop_at:
-                    self.acked[i] += [r[1] for r in rows].count("ok")
-            return record_sends
-
         self.pumps = [DriverPipelinedProducer(ctx, in_flight, recorder.append, lambda: next(procs),
                                               lambda: f"p{next(names)}", record_many=recorder.append_many,
-                                              record_sends=counting(i)) for i, ctx in enumerate(ctxs)]
+                                              record_sends=counting_sends(recorder, self, i))
+                      for i, ctx in enumerate(ctxs)]
 
     def _threads(self, work) -> tuple[int, float]:
         counts = [0] * len(self.pumps)

@@ -49,6 +49,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -197,6 +198,17 @@ class RawPipelined:
             p.flush(OP_TIMEOUT_S)
 
 
+def counting_sends(recorder: Recorder, rounds: Any, i: int) -> Callable[[list[tuple], str | None], None]:
+    """The recorder's ``append_sends`` for thread ``i``, counting into
+    ``rounds.acked[i]`` the ok completions recorded before ``rounds.stop_at``
+    (the round's end). Shared with bench/java_driver.py."""
+    def record_sends(rows: list[tuple], node: str | None) -> None:
+        recorder.append_sends(rows, node)
+        if time.monotonic() < rounds.stop_at:
+            rounds.acked[i] += [r[1] for r in rows].count("ok")
+    return record_sends
+
+
 class RecordedPipelined:
     """One PipelinedProducer per thread recording into ``recorder``, driven
     as the runner's pipelined worker drives it (``pump``, ``record_many``)."""
@@ -208,17 +220,10 @@ class RecordedPipelined:
         self.acked = [0] * threads
         self.stop_at = 0.0
 
-        def counting(i: int):
-            """The recorder, counting the ok completions recorded within the round."""
-            def record_sends(rows: list[tuple], node: str | None) -> None:
-                recorder.append_sends(rows, node)
-                if time.monotonic() < self.stop_at:
-                    self.acked[i] += [r[1] for r in rows].count("ok")
-            return record_sends
-
         self.producers = [PipelinedProducer(_context(bootstrap, topic, size), in_flight, recorder.append,
                                             lambda: next(procs), lambda: f"p{next(names)}",
-                                            record_many=recorder.append_many, record_sends=counting(i))
+                                            record_many=recorder.append_many,
+                                            record_sends=counting_sends(recorder, self, i))
                           for i in range(threads)]
         self.sent = [0] * threads
 
