@@ -6,8 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from confluent_kafka import KafkaError, Message
 
-from workloads.drain import drain, drain_ready, partition_ready, wait_for_drain
+from workloads.drain import drain, drain_ready, partition_ready, plain_pairs, wait_for_drain
+from workloads.queue import shape_poll
 
 
 @dataclass(frozen=True)
@@ -177,3 +179,18 @@ def test_a_drain_that_reaches_no_broker_is_info_with_its_fields():
     assert last["error"].startswith("drain of partition 0 incomplete: no high watermark before the timeout")
     assert last["watermarks"] == {"log_start": None, "high": None, "stable": None, "max_acked": 41}
     assert last["end"] is None and last["wait"] == wait[0]
+
+
+def test_plain_pairs_shapes_a_clean_batch_as_shape_poll_does():
+    msgs = [Message(topic="t", partition=2, offset=o, value=str(o * 7).ljust(6).encode()) for o in (4, 5, 9)]
+    assert plain_pairs(msgs) == [[4, 28], [5, 35], [9, 63]]
+    assert shape_poll(msgs) == ({"2": plain_pairs(msgs)}, [])
+    assert plain_pairs([]) == []
+
+
+def test_plain_pairs_leaves_events_and_foreign_values_to_shape_poll():
+    eof = Message(topic="t", partition=2, offset=10, error=KafkaError(KafkaError._PARTITION_EOF))
+    ours = Message(topic="t", partition=2, offset=9, value=b"63")
+    assert plain_pairs([ours, eof]) is None
+    assert plain_pairs([ours, Message(topic="t", partition=2, offset=11, value=b"not-ours")]) is None
+    assert plain_pairs([Message(topic="t", partition=2, offset=12, value=None)]) is None
