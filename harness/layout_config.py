@@ -17,13 +17,11 @@ from workloads.txn import transactional_id
 
 def validate_layout(cfg: Any) -> None:
     """``controllers`` is 0 (combined nodes) or a controller count the backend
-    can place; ``nemesis.targets`` and role targets in ``nemesis.steps`` exist
+    can place (on SSH hosts, the inventory's count: harness/run_config.py); ``nemesis.targets`` and role targets in ``nemesis.steps`` exist
     on that layout."""
     if isinstance(cfg.controllers, bool) or not isinstance(cfg.controllers, int):
         raise UsageError(f"controllers must be a node count, got {cfg.controllers!r}")
     validate_controller_count(cfg.controllers)
-    if cfg.controllers and cfg.backend != "docker":
-        raise UsageError("separate controllers run on containers only; SSH inventories have no roles yet")
     if not isinstance(cfg.nemesis.targets, list):
         raise UsageError(f"nemesis.targets must be a list of role targets, got {cfg.nemesis.targets!r}")
     check_targets([str(t) for t in cfg.nemesis.targets], cfg.controllers, cfg.nemesis.steps, run_ids(cfg))

@@ -52,17 +52,16 @@ def cluster_up(name: str = DEFAULT_CLUSTER, nodes: int = 3, kafka_version: str =
                inventory: str | Path | None = None, controllers: int = 0) -> ClusterHandle:
     """Nodes up, brokers formatted and started, every broker ready.
 
-    ``controllers`` > 0: isolated KRaft, that many controller-only nodes beside
-    ``nodes`` broker-only ones (containers only for now); 0: combined nodes.
+    ``controllers`` > 0: isolated KRaft, that many controller-only containers
+    beside ``nodes`` broker-only ones; 0: combined nodes. On SSH hosts the
+    inventory's roles say which hosts are controllers (infra/inventory.py).
     On any failure the half-made cluster is removed before the error goes up.
     With ``backend="ssh"`` the nodes are the hosts of ``inventory`` (``nodes`` and
     ``base_image`` are then unused).
     """
     docker_backend.validate_controller_count(controllers)
     if backend == "ssh":
-        if controllers:
-            raise UsageError("separate controllers run on containers only; SSH inventories have no roles yet")
-        return _cluster_up_ssh(name, inventory, kafka_version, settings, keep, ready_timeout_s)
+        return _cluster_up_ssh(name, inventory, kafka_version, settings, keep, ready_timeout_s, controllers)
     t0 = time.monotonic()
     docker_backend.validate_node_count(nodes)
     dist = resolve_kafka(kafka_version)
@@ -91,7 +90,8 @@ def cluster_attach(name: str = DEFAULT_CLUSTER, settings: BrokerSettings | None 
     if inventory is None and _ssh_record(name).exists():
         inventory = json.loads(_ssh_record(name).read_text())["inventory"]
     if inventory is not None:
-        return ClusterHandle(name, KafkaCluster(nodes_for(inventory), settings or BrokerSettings()), "ssh")
+        inv = load_inventory(inventory)
+        return ClusterHandle(name, KafkaCluster(nodes_for(inv), settings or BrokerSettings(), inv.controllers), "ssh")
     dc = docker_backend.attach_cluster(name)
     return ClusterHandle(name, KafkaCluster(dc.nodes, settings or BrokerSettings(), dc.controllers), "docker")
 
@@ -163,13 +163,20 @@ def _ssh_record(name: str) -> Path:
 
 
 def _cluster_up_ssh(name: str, inventory: str | Path | None, kafka_version: str,
-                    settings: BrokerSettings | None, keep: bool, ready_timeout_s: float) -> ClusterHandle:
+                    settings: BrokerSettings | None, keep: bool, ready_timeout_s: float,
+                    controllers: int = 0) -> ClusterHandle:
+    """``controllers``: 0, or the count the inventory's roles give (a run
+    config's, checked against it); any other count is refused."""
     if inventory is None:
         raise UsageError("the ssh backend needs an inventory file (--inventory FILE)")
     docker_backend.validate_cluster_name(name)
     t0 = time.monotonic()
     dist = resolve_kafka(kafka_version)
     inv = load_inventory(inventory)
+    if controllers and controllers != len(inv.controllers):
+        raise UsageError(f"{controllers} controllers asked, but the inventory has {len(inv.controllers)} "
+                         'controller hosts: on SSH hosts the inventory says which are controllers '
+                         '(role = "controller")')
     nodes = connect_all(inv)
     try:
         ssh_claim.claim_all(nodes, name, kept=kept_clusters())
@@ -184,7 +191,7 @@ def _cluster_up_ssh(name: str, inventory: str | Path | None, kafka_version: str,
         t_prov = time.monotonic()
         _ssh_record(name).parent.mkdir(parents=True, exist_ok=True)
         _ssh_record(name).write_text(json.dumps({"name": name, "inventory": str(inv.path or inventory)}))
-        kafka = KafkaCluster(nodes, settings or BrokerSettings())
+        kafka = KafkaCluster(nodes, settings or BrokerSettings(), inv.controllers)
         kafka.setup(timeout_s=ready_timeout_s)
     except BaseException:
         ssh_hosts.stop_hosts(nodes, cluster=name)

@@ -335,7 +335,8 @@ def _validate_kafka_settings(cfg: RunConfig) -> None:
 
 def _validate_backend(cfg: RunConfig) -> None:
     """backend and inventory; with ssh, the inventory is read now (so a bad one
-    costs exit 64 before anything starts) and decides the node count."""
+    costs exit 64 before anything starts) and decides the node counts: its
+    hosts with role "controller" are the controllers, the others the nodes."""
     if cfg.backend not in BACKENDS:
         raise UsageError(f"unknown backend {cfg.backend!r}; valid backends: {', '.join(BACKENDS)}")
     if cfg.inventory is not None and not isinstance(cfg.inventory, str):
@@ -349,4 +350,8 @@ def _validate_backend(cfg: RunConfig) -> None:
         raise UsageError('backend "ssh" needs an inventory file: inventory = "hosts.toml" or --inventory FILE')
     inv = load_inventory(cfg.inventory)  # raises InventoryError (a UsageError) naming the mistake
     cfg.inventory = str(inv.path)
-    cfg.nodes = len(inv)
+    controllers = len(inv.controllers)
+    if cfg.controllers and cfg.controllers != controllers:
+        raise UsageError(f"controllers = {cfg.controllers}, but the inventory has {controllers} controller hosts: "
+                         'on SSH hosts the inventory says which are controllers (role = "controller")')
+    cfg.nodes, cfg.controllers = len(inv) - controllers, controllers

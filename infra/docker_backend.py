@@ -23,7 +23,7 @@ from typing import Sequence
 
 from infra.engine import docker_client
 from infra.errors import ClusterNotFound, NodeCommandError, NodeUnreachable, UsageError
-from infra.node import DEFAULT_TIMEOUT_S, CommandResult, checked, pid_alive, shell_join
+from infra.node import DEFAULT_TIMEOUT_S, MAX_CONTROLLERS, CommandResult, checked, pid_alive, shell_join
 
 # The docker SDK is imported in the functions that use it: it takes ~0.2 s to
 # load, and `kchaos --help` imports this module (through harness.run_cluster).
@@ -38,7 +38,6 @@ LABEL_ROLE = "kchaos.role"
 ROLE_CONTROLLER = "controller"
 SUBNET_POOL = ipaddress.ip_network("10.77.0.0/16")
 MAX_NODES = 7
-MAX_CONTROLLERS = 5
 
 
 class DockerNode:

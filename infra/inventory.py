@@ -14,6 +14,12 @@ A TOML file::
     port = 22
     user = "root"                    # else passwordless sudo is required
     key = "keys/id_ed25519"          # relative paths are relative to this file
+    role = "broker"                  # optional: "broker" or "controller" (isolated KRaft)
+
+With no ``role`` on any host every node is combined (broker and controller).
+With roles, every host has one; the controllers take the last names (as
+controller containers do: n1..nB brokers, then the controllers), 1 to
+MAX_CONTROLLERS of them, and at least one host is a broker.
 
 Everything is checked when the file is read, so a mistake costs one line and
 exit 64 before any host is touched.
@@ -27,10 +33,13 @@ from typing import Any
 
 from infra.tomlfile import load_toml
 from infra.errors import UsageError
+from infra.node import MAX_CONTROLLERS
 
 MAX_NODES = 7
+COMBINED, BROKER, CONTROLLER = "combined", "broker", "controller"
+ROLES = (BROKER, CONTROLLER)
 DEFAULT_KNOWN_HOSTS = Path("~/.ssh/known_hosts")
-_HOST_KEYS = {"name", "address", "port", "user", "key", "known_hosts"}
+_HOST_KEYS = {"name", "address", "port", "user", "key", "known_hosts", "role"}
 _TOP_KEYS = {"hosts", "accept_new_host_keys", "connect_timeout", "port", "user", "key", "known_hosts"}
 _NAME_RE = re.compile(r"n[1-9][0-9]*")
 
@@ -47,6 +56,7 @@ class HostSpec:
     user: str = "root"
     key: Path | None = None          # None: ssh-agent and ~/.ssh/id_* as ssh would
     known_hosts: Path = DEFAULT_KNOWN_HOSTS
+    role: str = COMBINED             # COMBINED, BROKER or CONTROLLER
 
     @property
     def target(self) -> str:
@@ -62,6 +72,11 @@ class Inventory:
 
     def __len__(self) -> int:
         return len(self.hosts)
+
+    @property
+    def controllers(self) -> tuple[str, ...]:
+        """The names of the controller-only hosts; empty when every node is combined."""
+        return tuple(h.name for h in self.hosts if h.role == CONTROLLER)
 
 
 def _path(value: Any, where: str, base: Path, must_exist: bool) -> Path:
@@ -122,8 +137,11 @@ def from_dict(data: dict[str, Any], source: str = "inventory", base: Path | None
         address = h.get("address")
         if not isinstance(address, str) or not address.strip() or any(c.isspace() for c in address):
             raise InventoryError(f"{where}: address must be a host name or IP address, got {address!r}")
+        role = h.get("role", COMBINED)
+        if "role" in h and role not in ROLES:
+            raise InventoryError(f"{where}: role must be {' or '.join(map(repr, ROLES))}, got {role!r}")
         specs.append(HostSpec(
-            name=name, address=address,
+            name=name, address=address, role=role,
             port=_port(h["port"], f"{where}.port") if "port" in h else defaults["port"],
             user=_user(h["user"], f"{where}.user") if "user" in h else defaults["user"],
             key=_path(h["key"], f"{where}.key", base, True) if "key" in h else defaults["key"],
@@ -140,7 +158,29 @@ def from_dict(data: dict[str, Any], source: str = "inventory", base: Path | None
                                  f"{s.address}:{s.port}; one broker per host")
         seen[(s.address, s.port)] = s.name
     specs.sort(key=lambda s: int(s.name[1:]))
+    _check_roles(specs, source)
     return Inventory(tuple(specs), accept, float(timeout))
+
+
+def _check_roles(specs: list[HostSpec], source: str) -> None:
+    """Every host combined, or every host a broker or a controller with the
+    controllers last (the layout controller containers have; docs/design.md,
+    "Isolated KRaft")."""
+    roles = [s.role for s in specs]
+    if COMBINED in roles:
+        if len(set(roles)) > 1:
+            raise InventoryError(f"{source}: some hosts have a role and {specs[roles.index(COMBINED)].name} has "
+                                 "none; give every host role = \"broker\" or \"controller\", or none of them")
+        return
+    controllers = roles.count(CONTROLLER)
+    if not 1 <= controllers <= MAX_CONTROLLERS or controllers == len(roles):
+        raise InventoryError(f"{source}: {controllers} controller hosts of {len(roles)}; a cluster with roles "
+                             f"needs 1 to {MAX_CONTROLLERS} controllers and at least one broker")
+    brokers = len(roles) - controllers
+    if roles != [BROKER] * brokers + [CONTROLLER] * controllers:
+        raise InventoryError(f"{source}: the controllers must be the last hosts (n{brokers + 1}..n{len(roles)}), "
+                             f"after the brokers, as controller containers are; got "
+                             + ", ".join(f"{s.name} {s.role}" for s in specs))
 
 
 def load_inventory(path: str | Path) -> Inventory:

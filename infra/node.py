@@ -34,6 +34,11 @@ class CommandResult:
         return self.exit == 0
 
 
+#: Controller-only nodes a cluster may have, on any backend (isolated KRaft: 3 or 5 in
+#: practice; more only slows the quorum down).
+MAX_CONTROLLERS = 5
+
+
 @runtime_checkable
 class Node(Protocol):
     """A machine that runs one broker. ``name`` is n1..nN, ``address`` its IP."""

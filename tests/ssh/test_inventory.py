@@ -38,6 +38,14 @@ def test_explicit_names_are_sorted():
     ({"hosts": [{}]}, ["address"]),
     ({"accept_new_host_keys": "yes", "hosts": [{"address": "a"}]}, ["accept_new_host_keys"]),
     ({"hosts": [{"address": str(i)} for i in range(8)]}, ["1 to 7"]),
+    ({"hosts": [{"address": "a", "role": "leader"}]}, ["role", "'broker' or 'controller'", "leader"]),
+    ({"hosts": [{"address": "a", "role": "broker"}, {"address": "b"}]}, ["n2 has none"]),
+    ({"hosts": [{"address": "a", "role": "broker"}]}, ["0 controller hosts of 1"]),
+    ({"hosts": [{"address": "a", "role": "controller"}]}, ["1 controller hosts of 1", "at least one broker"]),
+    ({"hosts": [{"address": str(i), "role": "broker" if i == 0 else "controller"} for i in range(7)]},
+     ["6 controller hosts", "1 to 5"]),
+    ({"hosts": [{"address": "a", "role": "controller"}, {"address": "b", "role": "broker"}]},
+     ["controllers must be the last hosts (n2..n2)", "n1 controller"]),
 ])
 def test_mistakes_are_one_line_usage_errors(data, words):
     with pytest.raises(InventoryError) as info:
@@ -45,6 +53,15 @@ def test_mistakes_are_one_line_usage_errors(data, words):
     msg = str(info.value)
     assert isinstance(info.value, UsageError) and info.value.exit_code == 64 and "\n" not in msg
     assert all(w in msg for w in words), msg
+
+
+def test_roles_name_the_controllers():
+    inv = from_dict({"hosts": [{"address": a, "role": r} for a, r in
+                               (("a", "broker"), ("b", "broker"), ("c", "controller"), ("d", "controller"),
+                                ("e", "controller"))]})
+    assert inv.controllers == ("n3", "n4", "n5")
+    assert [h.role for h in inv.hosts] == ["broker", "broker", "controller", "controller", "controller"]
+    assert from_dict({"hosts": [{"address": "a"}, {"address": "b"}]}).controllers == ()
 
 
 def test_missing_and_malformed_files(tmp_path: Path):
@@ -69,6 +86,15 @@ def test_run_config_backend_validation(tmp_path: Path):
     cfg = validate(RunConfig(backend="ssh", inventory=str(f), nodes=3, topic={"min.insync.replicas": 1},
                              workload=WorkloadConfig(replication_factor=2)))
     assert cfg.nodes == 2 and cfg.inventory == str(f.resolve())
+    roles = tmp_path / "roles.toml"
+    roles.write_text('[[hosts]]\naddress = "a"\nrole = "broker"\n[[hosts]]\naddress = "b"\nrole = "broker"\n'
+                     '[[hosts]]\naddress = "c"\nrole = "controller"\n')
+    cfg = validate(RunConfig(backend="ssh", inventory=str(roles), topic={"min.insync.replicas": 1},
+                             workload=WorkloadConfig(replication_factor=2)))
+    assert (cfg.nodes, cfg.controllers) == (2, 1)
+    with pytest.raises(UsageError, match="controllers = 3, but the inventory has 1 controller hosts"):
+        validate(RunConfig(backend="ssh", inventory=str(roles), controllers=3, topic={"min.insync.replicas": 1},
+                           workload=WorkloadConfig(replication_factor=2)))
 
 
 def test_probe_parsing_decides_what_to_install():

@@ -110,3 +110,32 @@ def test_heal_hosts_reports_unreachable_hosts_without_raising(ssh_env):
                                                   {"address": ssh_env.hosts.hosts[0].address, "port": 2}])
     report = heal_hosts(inv)
     assert report["n1"] == "ok" and "refused" in report["n2"]
+
+
+@pytest.mark.long
+def test_a_run_with_roles_over_ssh_aims_at_the_controller_host(ssh_env, tmp_path):
+    """An inventory with roles: n1 and n2 brokers, n3 the controller (isolated
+    KRaft over SSH). A short run whose kills aim at the controllers: valid,
+    and Kafka's own config says which host had which role."""
+    from harness.run_cli import build_config
+    from harness.runner import Runner
+    hosts = [{"address": h.address, "role": "controller" if i == 2 else "broker"}
+             for i, h in enumerate(ssh_env.hosts.hosts)]
+    roles = ssh_env.inventory("roles.toml", hosts=hosts)
+    config = tmp_path / "roles-run.toml"       # two brokers: two replicas, one enough to write
+    config.write_text('[workload]\nreplication_factor = 2\n[topic]\n"min.insync.replicas" = 1\n'
+                      '[nemesis]\ntargets = ["controllers"]\n[checker]\nengine = "reference"\n')
+    cfg = build_config(config, nodes=None, kafka_version=None, time_limit=15, rate=100, concurrency=4, seed=4243,
+                       nemesis="kill", nemesis_interval=4, name="sshroles", store=str(tmp_path),
+                       keep_cluster=None, spark_master=None, inventory=roles)
+    assert (cfg.backend, cfg.nodes, cfg.controllers) == ("ssh", 2, 1)
+    outcome = Runner(cfg).execute()
+    results = json.loads((outcome.run_dir / "results.json").read_text())
+    assert outcome.exit_code == 0 and results["valid"] is True, (results.get("errors"), results.get("anomalies"))
+    logs = outcome.run_dir / "nodes"
+    assert "process.roles=controller" in (logs / "n3" / "server.properties").read_text()
+    assert "process.roles=broker\n" in (logs / "n1" / "server.properties").read_text()
+    from history.ops import read_history
+    starts = [o["value"] for o in read_history(outcome.run_dir / "history.jsonl")
+              if o["process"] == "nemesis" and (o.get("value") or {}).get("action") == "start"]
+    assert starts and {n for v in starts for n in v.get("nodes") or []} == {"n3"}, starts
