@@ -12,7 +12,7 @@ from checkers import analyze_run
 from harness.store import write_json
 from history.parquet import parquet_is_current
 from reports import render_run
-from reports.load import read_digest
+from reports.early import EarlyParts, early_parts
 
 log = logging.getLogger(__name__)
 
@@ -24,8 +24,9 @@ def analyze(run_dir: Path, checker_cfg: dict[str, Any] | None = None) -> Any:
     Each stage's seconds are logged (kchaos.log, -v): bench/checker_throughput.py
     reads them.
 
-    The report's digest of every op needs no verdict: it is read in a thread
-    while the checkers run, on the core the Spark engine leaves idle part of
+    The report's digest of every op needs no verdict, nor do the parts made
+    from it alone (reports/early.py): they are made in a thread while the
+    checkers run, on the core the Spark engine leaves idle part of
     the time (its tasks are per partition) and in the Python process that waits
     for it. From the run's history.parquet when it is current (a completed
     run), else from the one the Spark engine's conversion writes, once it is
@@ -43,7 +44,7 @@ def analyze(run_dir: Path, checker_cfg: dict[str, Any] | None = None) -> Any:
         verdict = _check(run_dir, checker_cfg, None if early else digest_beside)
         t1, cpu1 = time.monotonic(), time.process_time()
         try:
-            render_run(run_dir, digested=early[0].result() if early else None)
+            render_run(run_dir, early=early[0].result() if early else None)
             log.info("analysis stage report: %.2f s (CPU %.2f s)", time.monotonic() - t1,
                      time.process_time() - cpu1)
         except Exception as exc:
@@ -52,12 +53,12 @@ def analyze(run_dir: Path, checker_cfg: dict[str, Any] | None = None) -> Any:
     return verdict
 
 
-def _digest_beside(run_dir: Path) -> tuple[Any, list[str]]:
+def _digest_beside(run_dir: Path) -> EarlyParts:
     t0, cpu0 = time.monotonic(), time.thread_time()
-    digested = read_digest(run_dir)
-    log.info("analysis stage digest: %.2f s (beside the checkers; CPU of its thread %.2f s)",
-             time.monotonic() - t0, time.thread_time() - cpu0)
-    return digested
+    parts = early_parts(run_dir)
+    log.info("analysis stage digest: %.2f s (beside the checkers, with %s; CPU of its thread %.2f s)",
+             time.monotonic() - t0, ", ".join(parts.made) or "nothing else", time.thread_time() - cpu0)
+    return parts
 
 
 def _check(run_dir: Path, checker_cfg: dict[str, Any] | None,

@@ -60,6 +60,8 @@ class RunData:
     results: dict[str, Any] | None = None
     notes: list[str] = field(default_factory=list)  # problems with the folder itself
     history_present: bool = False
+    # parts of the report made from the digest before the verdict (reports/early.py), by name
+    made: dict[str, Any] = field(default_factory=dict, repr=False)
     _digest: Digest | None = field(default=None, repr=False)
 
     # ---- the history, read on first use ----------------------------------

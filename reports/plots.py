@@ -299,20 +299,31 @@ def leaders_plot(d: Digest, tl: FaultTimeline, elections: list[dict[str, Any]], 
     return Plot("leaders", title, caption, png(fig, rows), **axis)
 
 
+def plot_context() -> Any:
+    """The style every plot is drawn in (a context manager)."""
+    return matplotlib.rc_context(RC)
+
+
 def make_plots(d: Digest, tl: FaultTimeline, anomalies: dict[str, list[dict[str, Any]]],
                elections: list[dict[str, Any]] | None, availability: list[dict[str, Any]] | None,
-               all_elections: list[dict[str, Any]] | None = None) -> list[Plot]:
+               all_elections: list[dict[str, Any]] | None = None, made: dict[str, Plot] | None = None) -> list[Plot]:
+    """The report's plots in order; ``made``: plots already drawn, by name
+    (reports/early.py draws the latency plot while the checkers run)."""
     derived = elections is None
     if elections is None:
         elections = _derive_elections(d.samples)
     plots = []
-    with matplotlib.rc_context(RC):
+    made = made or {}
+    with plot_context():
         for name, fn in (("throughput", lambda: throughput_plot(d, tl, availability)),
                          ("latency", lambda: latency_plot(d, tl)),
                          ("offsets", lambda: offsets_plot(d, tl, anomalies, elections)),
                          ("unseen", lambda: unseen_plot(d, tl)),
                          ("lag", lambda: lag_plot(d, tl)),
                          ("leaders", lambda: leaders_plot(d, tl, elections, derived, all_elections))):
+            if name in made:
+                plots.append(made[name])
+                continue
             try:
                 plots.append(fn())
             except Exception as e:  # a plot must never sink the report

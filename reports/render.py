@@ -18,7 +18,7 @@ from .fault_progress import progress_rows, run_progress
 from .elections_page import RECORD_KEYS, all_elections, election_source, elections_context, witness_record
 from .faults import fault_timeline
 from .junit import junit_xml
-from .digest import Digest
+from .early import LATENCY, PROGRESS, EarlyParts
 from .load import RunData, load_run, node_logs
 from .story import story
 from .view import flat_rows, group_witnesses, jtext, secs, witness_view
@@ -195,7 +195,8 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
         avail = stats.get("availability") if isinstance(stats.get("availability"), list) else None
         plot_list = make_plots(d, tl, by_type, elections if run.results is not None else None,
                                [a for a in (avail or []) if isinstance(a, dict)] or None,
-                               all_elections(run.results))
+                               all_elections(run.results),
+                               {k: v for k, v in run.made.items() if k == LATENCY})
 
     anomalies = []
     for a in rows:
@@ -309,7 +310,7 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
         "fault_colors": sorted(tl.colors.items()),
         "stats": _with_write_share(_stats_rows(stats), wa),
         "checked": checked_lines(run.results, stats, d, tl, election_source(run.results), elections, wa),
-        "fault_progress": progress_rows(run_progress(d, cfg)),
+        "fault_progress": progress_rows(run.made[PROGRESS] if PROGRESS in run.made else run_progress(d, cfg)),
         "settled_txns": _settled_rows(stats),
         "computed_ops": [{"f": jtext(f, 40), "ok": c.get("ok", 0), "fail": c.get("fail", 0), "info": c.get("info", 0)}
                          for f, c in sorted(d.op_counts.items())],
@@ -322,10 +323,11 @@ def render_html(run: RunData, plots: bool = True) -> str:
     return _env.get_template("report.html.j2").render(**build_context(run, plots=plots))
 
 
-def render_run(run_dir: Path, digested: tuple[Digest, list[str]] | None = None) -> Path:
+def render_run(run_dir: Path, early: EarlyParts | None = None) -> Path:
     """Write ``report.html`` and ``junit.xml`` into ``run_dir``; return the report's path.
-    ``digested``: the history's digest and its notes (``reports.load.read_digest``)
-    when the caller has read it already, else it is read here.
+    ``early``: the history's digest and the parts made from it
+    (``reports.early.early_parts``) when the caller made them already, else
+    everything is made here.
 
     Never fails for a missing or broken piece of the run folder: such a
     problem becomes a note in the report (and the verdict becomes unknown
@@ -335,8 +337,9 @@ def render_run(run_dir: Path, digested: tuple[Digest, list[str]] | None = None) 
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run folder {run_dir} does not exist")
     run = load_run(run_dir)
-    if digested is not None and run.history_present:
-        run.use_digest(*digested)
+    if early is not None and run.history_present:
+        run.use_digest(early.digest, early.notes)
+        run.made = early.made
     report = run_dir / "report.html"
     html = render_html(run)
     _write_atomic(report, html.encode("utf-8", errors="replace"))  # lone surrogates from JSON escapes
