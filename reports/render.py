@@ -18,7 +18,7 @@ from .fault_progress import progress_rows, run_progress
 from .elections_page import RECORD_KEYS, all_elections, election_source, elections_context, witness_record
 from .faults import fault_timeline
 from .junit import junit_xml
-from .early import LATENCY, PROGRESS, EarlyParts
+from .early import PLOTS, PROGRESS, EarlyParts
 from .load import RunData, load_run, node_logs
 from .story import story
 from .view import flat_rows, group_witnesses, jtext, secs, witness_view
@@ -196,7 +196,7 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
         plot_list = make_plots(d, tl, by_type, elections if run.results is not None else None,
                                [a for a in (avail or []) if isinstance(a, dict)] or None,
                                all_elections(run.results),
-                               {k: v for k, v in run.made.items() if k == LATENCY})
+                               {k: v for k, v in run.made.items() if k in PLOTS})
 
     anomalies = []
     for a in rows:

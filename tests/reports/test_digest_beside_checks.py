@@ -24,7 +24,7 @@ def test_the_digest_read_beside_the_checks_gives_the_same_report(fixture_copy, c
         verdict = analyze(run_dir, {"engine": "reference"})
     assert verdict is False
     stage = next(r.getMessage() for r in caplog.records if "analysis stage digest" in r.getMessage())
-    assert "with progress, latency" in stage, stage      # reports/early.py made them beside the checks
+    assert "with progress, latency, unseen, lag" in stage, stage      # reports/early.py made them beside the checks
     beside = _report(run_dir)
     assert 'class="plot"' in beside
     render_run(run_dir)                      # the digest read here, after the checks
