@@ -43,7 +43,8 @@ from typing import Any
 
 from .common import Finding, Settings, Witness
 from .groups import commit_offsets
-from history.ops import COMMIT, OFFSET_SAMPLER, OFFSETS, committed_offsets_view
+from history.ops import COMMIT, OFFSET_SAMPLER, OFFSETS
+from history.op_values import committed_offsets_view
 from history.paired import PairedOp
 
 OFFSET_TYPES = ("phantom-commit",)

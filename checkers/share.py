@@ -48,7 +48,8 @@ from typing import Any
 
 from history.fault_intervals import NemesisOp, fault_intervals
 from history.ops import (ACCEPT, REJECT, RELEASE, SEND, SHARE_ACK, SHARE_ACKED, SHARE_COMMIT, SHARE_END,
-                         SHARE_POLL, SHARE_SUBSCRIBE, send_messages, share_deliveries, share_marks)
+                         SHARE_POLL, SHARE_SUBSCRIBE)
+from history.op_values import send_messages, share_deliveries, share_marks
 from history.paired import PairedOp
 
 from .common import Finding, Settings, Witness

@@ -25,8 +25,9 @@ from typing import Any, Iterable, Iterator
 import pyarrow as pa
 
 from history.ops import (ASSIGN, COMMIT, COMPLETIONS, INVOKE, POLL, REBALANCE, SAMPLE, SEND, SUBSCRIBE, TXN,
-                         HistoryFormatError, Message, Op, PartitionSample, offsets_map, poll_reads, rebalance_view,
-                         require_int, sample_view, send_messages, txn_micro_ops)
+                         HistoryFormatError, Message, Op, PartitionSample)
+from history.op_values import (offsets_map, poll_reads, rebalance_view, require_int, sample_view, send_messages,
+                               txn_micro_ops)
 
 log = logging.getLogger(__name__)
 

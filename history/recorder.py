@@ -15,7 +15,8 @@ from itertools import repeat
 from operator import itemgetter
 from typing import Any
 
-from history.ops import INFO, INVOKE, OK, SEND, TXN, acknowledged_offsets
+from history.ops import INFO, INVOKE, OK, SEND, TXN
+from history.op_values import acknowledged_offsets
 from history.writer import HistoryWriter
 
 # Fields of a pipelined producer's send row (history.writer.SendRow).

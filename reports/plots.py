@@ -25,7 +25,8 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from checkers.elections import Sample, unclean_elections
-from history.ops import HistoryFormatError, sample_view
+from history.ops import HistoryFormatError
+from history.op_values import sample_view
 
 from .digest import TYPES, Digest, as_partition
 from .faults import FaultTimeline

@@ -9,8 +9,8 @@ from collections import defaultdict
 
 import pytest
 
-from history.ops import (COMMIT, INVOKE, OK, POLL, REBALANCE, SUBSCRIBE, offsets_map, poll_reads, read_history,
-                         rebalance_view)
+from history.ops import COMMIT, INVOKE, OK, POLL, REBALANCE, SUBSCRIBE, read_history
+from history.op_values import offsets_map, poll_reads, rebalance_view
 
 pytestmark = pytest.mark.cluster
 

@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from checkers.kafka_record import ABORT, ABSENT, COMMIT, load_records, txn_outcome
-from history.ops import TXN, poll_reads, read_history, txn_micro_ops
+from history.ops import TXN, read_history
+from history.op_values import poll_reads, txn_micro_ops
 
 pytestmark = pytest.mark.cluster
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from history.ops import SHARE_ACKED, SHARE_END, SHARE_HOLD, SHARE_POLL, read_history, share_deliveries
+from history.ops import SHARE_ACKED, SHARE_END, SHARE_HOLD, SHARE_POLL, read_history
+from history.op_values import share_deliveries
 
 pytestmark = pytest.mark.cluster
 

@@ -8,7 +8,8 @@ import random
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from harness.run_config import WorkloadConfig
-from history.ops import SHARE_ACK, SHARE_COMMIT, SHARE_HOLD, SHARE_POLL, SHARE_SUBSCRIBE, share_marks
+from history.ops import SHARE_ACK, SHARE_COMMIT, SHARE_HOLD, SHARE_POLL, SHARE_SUBSCRIBE
+from history.op_values import share_marks
 from workloads.client import ClientContext
 from workloads.op_streams import StreamSpec
 from workloads.share import ShareClient, marks_value
