@@ -38,6 +38,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import random
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
@@ -53,8 +54,8 @@ from nemesis.protocol import NemesisContext, Op, completed, current_states
 
 log = logging.getLogger(__name__)
 
-UPGRADE = "upgrade"                 # the fault kind
-ROLLING_UPGRADE = "rolling-upgrade"
+UPGRADE = "rolling-upgrade"         # the fault kind (the package's name, as planned-moves')
+ROLLING_UPGRADE = UPGRADE
 UPGRADE_NODE = "upgrade-node"
 RESTART_UPGRADED = "restart-upgraded"
 FINALIZE_UPGRADE = "finalize-upgrade"
@@ -67,6 +68,10 @@ TOOL_TIMEOUT_S = 60.0
 SHUTDOWN_WAIT_S = 60.0
 RESTART_TIMEOUT_S = 120.0    # the first start on new jars has no CDS archive: slower
 ISR_WAIT_S = 90.0
+_DESCRIBE_KEYS = {"SupportedMinVersion": "min", "SupportedMaxVersion": "max",
+                  "FinalizedVersionLevel": "finalized", "Epoch": "epoch"}
+_DESCRIBE_COLUMN = re.compile(r"\b(Feature|SupportedMinVersion|SupportedMaxVersion|FinalizedVersionLevel|Epoch):"
+                              r"\s*(\S+)")
 NODE_GAP_S = 5.0             # the plan's pause between one node's return and the next one's stop
 
 
@@ -117,15 +122,14 @@ def rolling_plan(version: str | None, brokers: int, controllers: int, interval_s
 
 
 def parse_features(text: str) -> dict[str, dict[str, Any]]:
-    """``kafka-features describe`` output as {feature: {"finalized", "min", "max", "epoch"}}."""
+    """``kafka-features describe`` output as {feature: {"finalized", "min", "max", "epoch"}}
+    (3.9 separates the columns with tabs, 4.3 pads them with spaces)."""
     out: dict[str, dict[str, Any]] = {}
-    keys = {"SupportedMinVersion": "min", "SupportedMaxVersion": "max",
-            "FinalizedVersionLevel": "finalized", "Epoch": "epoch"}
     for line in text.splitlines():
-        cols = dict(c.split(":", 1) for c in line.strip().split("\t") if ":" in c)
-        name = cols.pop("Feature", "").strip()
+        cols = dict(_DESCRIBE_COLUMN.findall(line))
+        name = cols.pop("Feature", "")
         if name:
-            out[name] = {keys[k.strip()]: _level(v.strip()) for k, v in cols.items() if k.strip() in keys}
+            out[name] = {_DESCRIBE_KEYS[k]: _level(v) for k, v in cols.items()}
     return out
 
 

@@ -61,7 +61,7 @@ def test_bind_upgrade_sets_the_version_and_leaves_other_packages():
     assert isinstance(bound, RollingUpgradePackage) and bound.version == "4.3.1" and bound.controllers == 3
     kill = build_packages(["kill"])[0]
     assert bind_upgrade(kill, "4.3.1", 3, 0) is kill and bind_upgrade(pkg, None, 3, 0) is pkg
-    assert bound.final_ops() == [{"f": END_UPGRADE, "value": {"fault": "upgrade", "target": "all"}}]
+    assert bound.final_ops() == [{"f": END_UPGRADE, "value": {"fault": "rolling-upgrade", "target": "all"}}]
 
 
 def test_the_runs_plan_carries_upgrade_to():
@@ -77,7 +77,13 @@ def test_the_package_mixes_with_the_other_operations():
     assert any(isinstance(n, UpgradeNemesis) for n in nems)
 
 
+PADDED = ("Feature: metadata.version                          SupportedMinVersion: 3.3-IV3          "
+          "SupportedMaxVersion: 4.3-IV0          FinalizedVersionLevel: 4.3-IV0          Epoch: 88\n")
+
+
 def test_feature_levels_read_from_describe():
+    assert parse_features(PADDED) == {"metadata.version": {"min": "3.3-IV3", "max": "4.3-IV0",
+                                                           "finalized": "4.3-IV0", "epoch": 88}}
     levels = parse_features(DESCRIBE + "some other line\n")
     assert levels["metadata.version"] == {"min": "3.3-IV3", "max": "4.3-IV0", "finalized": "3.9-IV0", "epoch": 17}
     assert levels["kraft.version"]["finalized"] == 0 and set(levels) == {
