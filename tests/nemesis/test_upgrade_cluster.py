@@ -8,7 +8,7 @@ import random
 
 import pytest
 
-pytestmark = [pytest.mark.cluster, pytest.mark.long]   # its own cluster: about two minutes
+pytestmark = [pytest.mark.cluster, pytest.mark.long]   # its own 3.9.2 cluster: 27 to 81 s here, with the suite near its budget
 
 FROM, TO = "3.9.2", "4.3.1"
 
