@@ -14,7 +14,7 @@ from typing import Mapping, Sequence
 
 from broker.config import COMBINED, CONFIG_PATH, DATA_DIR, FAKETIME_FILE, LOG_DIR, broker_id, new_cluster_id, \
     render_properties
-from infra.distribution import KAFKA_LIB, KAFKA_LOG4J_CONFIG
+from infra.distribution import KAFKA_LIB, KAFKA_LOG4J_CONFIG, KafkaDistribution
 from infra.errors import BrokerNotReady, NodeCommandError
 from infra.node import Node, shell_join
 
@@ -38,6 +38,10 @@ CDS_REFUSAL = f"grep -h -E 'UseSharedSpaces:|Unable to|mismatch' {CDS_LOG} 2>/de
 CDS_RECORDING = "/var/lib/kchaos/kafka-cds.recording.jsa"
 # What a node runs the broker with: the jars and the JVM. Its digest keys the
 # cached bootstrap checkpoint and CDS archive (a different Kafka or JDK, a new key).
+# Another Kafka's jars, unpacked beside the node's own (KAFKA_LIB) for a rolling
+# upgrade; the jars a switch replaced are kept here under their version too.
+OTHER_KAFKA_LIB = "/opt/kafka-{version}/lib"
+VERSION_LINE = "Kafka version: "   # what every Kafka logs as it starts (AppInfoParser)
 RUNTIME_LISTING = ("ls -lnL --time-style=+%s " + KAFKA_LIB +
                    " /usr/lib/jvm/*/lib/server/libjvm.so /usr/lib/jvm/*/lib/server/classes.jsa 2>/dev/null; "
                    "readlink -f \"$(command -v java)\"")
@@ -142,6 +146,36 @@ class Broker:
             return True
         except NodeCommandError:
             return False
+
+    def stage_kafka(self, dist: KafkaDistribution) -> bool:
+        """Unpack ``dist``'s jars on the node beside its own Kafka, while the
+        broker runs on (docs/design.md, "Rolling upgrades"); False when they are there already."""
+        lib = OTHER_KAFKA_LIB.format(version=dist.version)
+        if self.node.run(["test", "-e", f"{lib}/.complete"], check=False).exit == 0:
+            return False
+        archive = f"/tmp/kchaos-kafka-{dist.version}.tar"
+        self.node.put(dist.lib_archive(), archive)
+        self.node.run(["sh", "-c", f"rm -rf {lib} && mkdir -p {lib} && tar -C {lib} -xf {archive} && "
+                                   f"rm -f {archive} && touch {lib}/.complete"], timeout=120)
+        return True
+
+    def switch_kafka(self, installed: str, version: str) -> None:
+        """Make the staged ``version`` the node's Kafka (KAFKA_LIB), keeping the
+        ``installed`` jars beside it; the broker must be stopped. The same data
+        folder and server.properties stay. The CDS archive, made from the old
+        jars, goes: the JVM would refuse it."""
+        staged, kept = OTHER_KAFKA_LIB.format(version=version), OTHER_KAFKA_LIB.format(version=installed)
+        self.node.run(["sh", "-c", f"set -e; test -e {staged}/.complete; rm -rf {kept}; "
+                                   f"mkdir -p {Path(kept).parent}; mv {KAFKA_LIB} {kept}; touch {kept}/.complete; "
+                                   f"rm -f {staged}/.complete; mv {staged} {KAFKA_LIB}; rm -f {CDS_ARCHIVE}"],
+                      timeout=60)
+
+    def logged_version(self) -> str | None:
+        """The Kafka version the broker's server log says it started with last."""
+        res = self.node.run(["sh", "-c", f"grep -h '{VERSION_LINE}' {SERVER_LOG} 2>/dev/null | tail -n 1"],
+                            check=False)
+        line = res.out.strip()
+        return line.split(VERSION_LINE, 1)[1].split()[0] if VERSION_LINE in line else None
 
     def wipe(self) -> None:
         self.node.run(["sh", "-c", f"rm -rf {DATA_DIR}/* {LOG_DIR}/*"])

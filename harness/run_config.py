@@ -15,7 +15,7 @@ from typing import Any
 
 from broker.settings_check import check_features, check_settings
 from harness.client_config import validate_client_settings
-from infra.distribution import DEFAULT_KAFKA_VERSION, validate_version
+from infra.distribution import DEFAULT_KAFKA_VERSION, check_available, validate_version
 from infra.errors import UsageError
 from infra.inventory import load_inventory
 from infra.kafka_versions import features
@@ -24,6 +24,7 @@ from harness.layout_config import validate_layout
 from harness.workload_checks import validate_client, validate_group, validate_share, validate_transactions
 from harness.nemesis_config import validate_planned_moves, validate_proxy, validate_steps
 from nemesis.packages import build_packages, nemeses_of
+from nemesis.upgrade import ROLLING_UPGRADE, UPGRADE_NODE, upgrade_problem
 from workloads.kinds import WorkloadKind, kind_of, workload_names
 
 MODES = ("assign", "subscribe", "share")
@@ -112,6 +113,8 @@ class RunConfig:
     nodes: int = 3                   # brokers (combined broker + controller nodes when controllers = 0)
     controllers: int = 0             # controller-only nodes beside them (isolated KRaft); 0: combined
     kafka_version: str = DEFAULT_KAFKA_VERSION
+    # The version the rolling-upgrade fault rolls every node onto (nemesis/upgrade.py); None: no upgrade.
+    upgrade_to: str | None = None
     base_image: str | None = None
     time_limit: float = 60.0
     rate: float = 200.0
@@ -309,8 +312,32 @@ def validate(cfg: RunConfig) -> RunConfig:
     validate_share(cfg)
     validate_client(cfg)
     validate_client_settings(cfg, workload_kind(cfg))
+    _validate_upgrade(cfg)
     _validate_kafka_settings(cfg)
     return cfg
+
+
+def _validate_upgrade(cfg: RunConfig) -> None:
+    """upgrade_to names a newer release that resolves, and a fault rolls onto it."""
+    upgrading = ROLLING_UPGRADE in {p.name for p in build_packages(list(cfg.nemesis.faults))} or any(
+        s.get("f") == UPGRADE_NODE for s in cfg.nemesis.steps if isinstance(s, dict))
+    if cfg.upgrade_to is None:
+        if upgrading:
+            raise UsageError(f'the {ROLLING_UPGRADE} fault needs the version to roll onto: upgrade_to = "4.3.1"')
+        return
+    if not isinstance(cfg.upgrade_to, str):
+        raise UsageError(f"upgrade_to must be a Kafka version string, got {cfg.upgrade_to!r}")
+    validate_version(cfg.upgrade_to)
+    problem = upgrade_problem(cfg.kafka_version, cfg.upgrade_to)
+    if problem is not None:
+        raise UsageError(problem)
+    if not upgrading:
+        raise UsageError(f"upgrade_to {cfg.upgrade_to} needs the {ROLLING_UPGRADE} fault in [nemesis] faults "
+                         "to roll the nodes onto it")
+    check_available(cfg.upgrade_to)      # KafkaVersionNotFound (exit 64) for a release Maven Central lacks
+    problem = check_settings(cfg.upgrade_to, cfg.broker, cfg.topic)
+    if problem is not None:              # e.g. a key the newer release removed
+        raise UsageError(f"after the upgrade to {cfg.upgrade_to}: {problem}")
 
 
 def workload_kind(cfg: RunConfig) -> WorkloadKind:

@@ -21,6 +21,7 @@ from harness.run_config import RunConfig
 from nemesis.budget import Budget, default_broker_nodes, default_controller_nodes, default_nodes
 from nemesis.packages import build_packages, plan
 from nemesis.roles import with_targets
+from nemesis.upgrade import bind_upgrade
 from workloads.kinds import kind_of
 from workloads.op_streams import PlannedOp, StreamSpec
 
@@ -96,7 +97,8 @@ def fault_plan(cfg: RunConfig) -> list[tuple[float, dict[str, Any]]]:
     if cfg.nemesis.steps:
         return sorted(((float(s["at"]), {"f": s["f"], "value": dict(s.get("value") or {})})
                        for s in cfg.nemesis.steps), key=lambda step: step[0])
-    packages = [with_targets(p, cfg.nemesis.targets, run_ids(cfg)) for p in build_packages(list(cfg.nemesis.faults))]
+    packages = [bind_upgrade(with_targets(p, cfg.nemesis.targets, run_ids(cfg)), cfg.upgrade_to, cfg.nodes,
+                             cfg.controllers) for p in build_packages(list(cfg.nemesis.faults))]
     return plan(packages, cfg.time_limit, cfg.nemesis.interval, nemesis_rng(cfg.seed), fault_budget(cfg))
 
 

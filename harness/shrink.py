@@ -32,6 +32,7 @@ from typing import Any, Callable, Sequence
 from harness import schedule
 from harness.run_config import RunConfig
 from nemesis.packages import FaultPackage, build_packages
+from nemesis.upgrade import bind_upgrade
 
 Step = tuple[float, dict[str, Any]]
 
@@ -70,7 +71,8 @@ def units_of(cfg: RunConfig) -> list[Unit]:
                 (float(s["at"]), {"f": s["f"], "value": dict(s.get("value") or {})}))
         return sorted((Unit(tuple(sorted(steps, key=lambda st: st[0])), *_package_of(steps))
                        for steps in by_unit.values()), key=lambda u: u.start)
-    packages = build_packages(list(cfg.nemesis.faults))
+    packages = [bind_upgrade(p, cfg.upgrade_to, cfg.nodes, cfg.controllers)
+                for p in build_packages(list(cfg.nemesis.faults))]
     rng = schedule.nemesis_rng(cfg.seed)
     out: list[Unit] = []
     in_cycles: set[str] = set()

@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,6 +95,19 @@ class KafkaDistribution:
     @property
     def log4j_config(self) -> Path:
         return self.root / "config" / "log4j2.xml"
+
+    def lib_archive(self) -> Path:
+        """A tar of ``lib/`` (jar names at its top), made once beside it: what a
+        rolling upgrade unpacks on a node to install this version there
+        (docs/design.md, "Rolling upgrades")."""
+        archive = self.root / "lib.tar"
+        if not archive.exists():
+            partial = archive.with_name("lib.tar.partial")
+            with tarfile.open(partial, "w") as tar:
+                for jar in sorted(self.lib.glob("*.jar")):
+                    tar.add(jar, arcname=jar.name)
+            partial.rename(archive)
+        return archive
 
     def digest(self) -> str:
         """A hash of the jar names and sizes: part of the node image's tag."""

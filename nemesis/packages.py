@@ -25,7 +25,7 @@ from broker.cluster import KafkaCluster
 from broker.lifecycle import PROCESS_PATTERN
 from infra.errors import UsageError
 from infra.node import Node, shell_join
-from nemesis import clock, netem, operations, partition, power, process
+from nemesis import clock, netem, operations, partition, power, process, upgrade
 from nemesis.budget import Budget, Cost, fits, op_costs
 from nemesis.protocol import ComposedNemesis, Nemesis, NemesisContext, Op, compose, each, node_names
 from nemesis.proxy_nemesis import ProxyPackage
@@ -190,6 +190,8 @@ BY_NAME_ONLY: dict[str, FaultPackage] = {
                                                                   "target": "all"}},)),
     # The protocol proxy's rules ([[nemesis.proxy]]), armed for the whole workload.
     "proxy": ProxyPackage(),  # type: ignore[dict-item]  # plans itself, as scenario packages do
+    # One roll of every node onto the run's upgrade_to, then the metadata.version bump (nemesis.upgrade).
+    upgrade.ROLLING_UPGRADE: upgrade.RollingUpgradePackage(),  # type: ignore[dict-item]  # plans itself
 }
 # The order final heals run in: the network first (so restarted brokers can
 # talk), then paused processes, clocks, and last the restarts.
