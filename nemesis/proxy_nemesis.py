@@ -8,7 +8,9 @@ with the cluster. The package's plan arms the rules once, early in the
 workload (``proxy-arm``, a fault start); its final op heals (``proxy-heal``:
 everything passes through, requests still held are dropped unsent). In
 between, each thing a rule does is a nemesis event of its own
-(nemesis.kafka_proxy, ``proxy_event_op``).
+(nemesis.kafka_proxy, ``proxy_event_op``). The fault budget holds what the
+rules impair for the whole plan (``ProxyPackage.standing_cost``), so the random
+faults mixed with them keep to it.
 """
 from __future__ import annotations
 
@@ -18,8 +20,9 @@ from typing import Any, Callable
 
 from broker.cluster import KafkaCluster
 from broker.config import PROXY_PORT
+from nemesis.budget import Budget, Cost
 from nemesis.kafka_proxy import FAULT, KafkaProxy, proxy_event_op
-from nemesis.proxy_rules import Rule, parse_rules
+from nemesis.proxy_rules import Rule, brokers_impaired, parse_rules
 from nemesis.protocol import NemesisContext, Op, completed, node_names
 
 ARM = "proxy-arm"
@@ -106,3 +109,10 @@ class ProxyPackage:
 
     def final_ops(self) -> list[Op]:
         return [{"f": op["f"], "value": dict(op["value"])} for op in self.final]
+
+    def standing_cost(self, settings: Any, budget: Budget) -> Cost:
+        """What the armed rules (``settings.proxy``, the run's ``[[nemesis.proxy]]``)
+        impair, held by the budget for the whole plan (nemesis.budget.Standing):
+        the brokers whose client traffic they may act on. The proxy fronts
+        brokers only, so it costs no controller-only node."""
+        return brokers_impaired(parse_rules(settings.proxy), budget.n), 0
