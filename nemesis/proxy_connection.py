@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import struct
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -48,12 +49,18 @@ class Held:
     released: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
-async def read_frame(reader: asyncio.StreamReader) -> bytes | None:
-    try:
-        prefix = await reader.readexactly(4)
-        return prefix + await reader.readexactly(frame_size(prefix))
-    except (asyncio.IncompleteReadError, ConnectionError):
+PASSED = Pending(RequestHeader(-1, -1, -1, None), RequestFields())  # a request no armed rule reads: its answer only passes
+CHUNK = 256 * 1024  # bytes read at a time; every whole frame in them is handled before the next read
+_REQUEST_START = struct.Struct(">ihhi")  # size, API key, API version, correlation id
+_RESPONSE_START = struct.Struct(">ii")  # size, correlation id
+
+
+def frame_end(buf: bytearray, off: int) -> int | None:
+    """Where the frame starting at ``off`` ends, None when it has not all come yet."""
+    if len(buf) - off < 4:
         return None
+    end = off + 4 + frame_size(buf[off:off + 4])
+    return end if end <= len(buf) else None
 
 
 def answer_fields(header: RequestHeader, payload: bytes) -> dict[str, Any]:
@@ -100,39 +107,70 @@ class ProxyConnection:
         self.proxy.writers.discard(self.u_writer)
 
     async def _requests(self) -> None:
-        proxy = self.proxy
+        """Forward the client's frames as they come. A request no armed rule
+        reads (``RuleSet.read_keys``; every one while none is armed) is only
+        noted by correlation id, and a run of such frames goes up in one
+        write; any other is read whole and handled (``_request``) in its
+        place in the stream."""
+        proxy, buf = self.proxy, bytearray()
         while True:
-            data = await read_frame(self.c_reader)
-            if data is None:
+            chunk = await self.c_reader.read(CHUNK)
+            if not chunk:
                 return
-            try:
-                header = parse_request_header(data[4:])
-            except WireError:
-                header = RequestHeader(-1, -1, -1, None)
-            rules = proxy.ruleset
-            fields = (decode_request(header, data[4:])
-                      if rules is not None and header.api in TRANSACTIONAL_APIS else RequestFields())
-            rule = (rules.decide(self.broker, header, fields, time.monotonic() - proxy.armed_at)
-                    if rules is not None else None)
-            if rule is not None and rule.action == "hold" and fields.transactional_id in proxy.held_txn:
-                rule = None  # one held request per transaction at a time
-            if rule is None:
-                pass
-            elif rule.action == "delay-request":
-                proxy.event("delay-request", rule, self.broker, header, fields, delay_ms=rule.delay_ms)
-                await asyncio.sleep(rule.delay_ms / 1000)
-            elif rule.action == "error-response":
-                await self._answer_error(header, fields, rule)
-                continue
-            elif rule.action == "close":
-                proxy.event("close", rule, self.broker, header, fields)
-                return
-            elif rule.action == "hold":
-                await self._hold(Held(header, fields, rule, self.broker, time.monotonic()), data)
-                return
-            self.pending[header.correlation_id] = Pending(header, fields, rule)
-            self.u_writer.write(data)
+            buf += chunk
+            start = off = 0  # start: the first frame not yet forwarded
+            while (end := frame_end(buf, off)) is not None:
+                rules = proxy.ruleset
+                if end - off >= _REQUEST_START.size:
+                    _, api_key, _, correlation_id = _REQUEST_START.unpack_from(buf, off)
+                    if rules is None or api_key not in rules.read_keys:
+                        self.pending[correlation_id] = PASSED
+                        off = end
+                        continue
+                if start < off:
+                    self.u_writer.write(bytes(buf[start:off]))
+                data, start = bytes(buf[off:end]), end
+                off = end
+                if not await self._request(data):
+                    return
+            if start < off:
+                self.u_writer.write(bytes(buf[start:off]))
+            del buf[:off]
             await self.u_writer.drain()
+
+    async def _request(self, data: bytes) -> bool:
+        """One request read whole, what a rule does to it; False when the
+        connection ends with it (a close or a hold)."""
+        proxy = self.proxy
+        try:
+            header = parse_request_header(data[4:])
+        except WireError:
+            header = RequestHeader(-1, -1, -1, None)
+        rules = proxy.ruleset
+        fields = (decode_request(header, data[4:])
+                  if rules is not None and header.api in TRANSACTIONAL_APIS else RequestFields())
+        rule = (rules.decide(self.broker, header, fields, time.monotonic() - proxy.armed_at)
+                if rules is not None else None)
+        if rule is not None and rule.action == "hold" and fields.transactional_id in proxy.held_txn:
+            rule = None  # one held request per transaction at a time
+        if rule is None:
+            pass
+        elif rule.action == "delay-request":
+            proxy.event("delay-request", rule, self.broker, header, fields, delay_ms=rule.delay_ms)
+            await asyncio.sleep(rule.delay_ms / 1000)
+        elif rule.action == "error-response":
+            await self._answer_error(header, fields, rule)
+            return True
+        elif rule.action == "close":
+            proxy.event("close", rule, self.broker, header, fields)
+            return False
+        elif rule.action == "hold":
+            await self._hold(Held(header, fields, rule, self.broker, time.monotonic()), data)
+            return False
+        self.pending[header.correlation_id] = Pending(header, fields, rule)
+        self.u_writer.write(data)
+        await self.u_writer.drain()
+        return True
 
     async def _answer_error(self, header: RequestHeader, fields: RequestFields, rule: Rule) -> None:
         """Refuse the request in the broker's place, after the answers to the
@@ -190,36 +228,34 @@ class ProxyConnection:
             self.c_writer.write(data)  # drained by the next response's write
 
     async def _responses(self) -> None:
-        proxy = self.proxy
+        """Pass the broker's answers down as they come: a run of answers to
+        requests no rule read goes down in one write; any other is handled
+        (``_response``) in its place in the stream."""
+        buf = bytearray()
         try:
             while True:
-                data = await read_frame(self.u_reader)
-                if data is None:
+                chunk = await self.u_reader.read(CHUNK)
+                if not chunk:
                     return
-                pending = self.pending.pop(response_correlation_id(data[4:]), None)
-                if pending is None:
-                    continue
-                header, fields, rule = pending.header, pending.fields, pending.rule
-                if self.held is not None and header.correlation_id == self.held.header.correlation_id:
-                    proxy.event("held-answered", rule, self.broker, header, fields, **answer_fields(header, data[4:]))
-                    proxy.fire(header, fields.transactional_id, data[4:])
-                    return
-                if rule is not None and rule.action == "drop-response":
-                    proxy.event("drop-response", rule, self.broker, header, fields)
-                    proxy.fire(header, fields.transactional_id, data[4:])
-                    self._close_client()
-                    return
-                if rule is not None and rule.action == "late-response":
-                    proxy.event("late-response", rule, self.broker, header, fields, delay_ms=rule.delay_ms)
-                    asyncio.get_running_loop().call_later(rule.delay_ms / 1000, self._deliver_late, header, fields,
-                                                          rule, data)
-                    continue
-                if rule is not None and rule.action == "delay-response":
-                    proxy.event("delay-response", rule, self.broker, header, fields, delay_ms=rule.delay_ms)
-                    await asyncio.sleep(rule.delay_ms / 1000)
-                proxy.fire(header, fields.transactional_id, data[4:])
+                buf += chunk
+                start = off = 0  # start: the first frame not yet passed down
+                while (end := frame_end(buf, off)) is not None:
+                    if end - off < _RESPONSE_START.size:
+                        response_correlation_id(bytes(buf[off + 4:end]))  # raises WireError: no answer
+                    pending = self.pending.pop(_RESPONSE_START.unpack_from(buf, off)[1], None)
+                    if pending is PASSED:
+                        off = end
+                        continue
+                    if start < off and not self.client_gone:
+                        self.c_writer.write(bytes(buf[start:off]))
+                    data, start = bytes(buf[off:end]), end
+                    off = end
+                    if pending is not None and not await self._response(pending, data):
+                        return
+                if start < off and not self.client_gone:
+                    self.c_writer.write(bytes(buf[start:off]))
+                del buf[:off]
                 if not self.client_gone:
-                    self.c_writer.write(data)
                     await self.c_writer.drain()
         except (ConnectionError, OSError):
             return
@@ -228,3 +264,31 @@ class ProxyConnection:
             if not self.client_gone:  # the broker closed: so does the client's side
                 self.client_gone = True
                 self._close_client()
+
+    async def _response(self, pending: Pending, data: bytes) -> bool:
+        """The answer to a request a rule read, what the rule does to it;
+        False when the connection ends with it."""
+        proxy = self.proxy
+        header, fields, rule = pending.header, pending.fields, pending.rule
+        if self.held is not None and header.correlation_id == self.held.header.correlation_id:
+            proxy.event("held-answered", rule, self.broker, header, fields, **answer_fields(header, data[4:]))
+            proxy.fire(header, fields.transactional_id, data[4:])
+            return False
+        if rule is not None and rule.action == "drop-response":
+            proxy.event("drop-response", rule, self.broker, header, fields)
+            proxy.fire(header, fields.transactional_id, data[4:])
+            self._close_client()
+            return False
+        if rule is not None and rule.action == "late-response":
+            proxy.event("late-response", rule, self.broker, header, fields, delay_ms=rule.delay_ms)
+            asyncio.get_running_loop().call_later(rule.delay_ms / 1000, self._deliver_late, header, fields,
+                                                  rule, data)
+            return True
+        if rule is not None and rule.action == "delay-response":
+            proxy.event("delay-response", rule, self.broker, header, fields, delay_ms=rule.delay_ms)
+            await asyncio.sleep(rule.delay_ms / 1000)
+        proxy.fire(header, fields.transactional_id, data[4:])
+        if not self.client_gone:
+            self.c_writer.write(data)
+            await self.c_writer.drain()
+        return True

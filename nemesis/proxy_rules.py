@@ -271,6 +271,11 @@ class RuleSet:
 
     def __post_init__(self) -> None:
         self.triggers = [Trigger(r, random.Random(f"kchaos-proxy:{self.seed}:{i}")) for i, r in enumerate(self.rules)]
+        # The API keys of the requests to read whole: those a rule may act on
+        # and those whose answers may release a hold. Every other request only
+        # passes (its header's rule-relevant fields would match no rule).
+        self.read_keys = frozenset(API_KEYS[r.api] for r in self.rules) | frozenset(
+            API_KEYS[HOLD_EVENTS[r.until]] for r in self.rules if r.action == "hold" and r.until is not None)
 
     @property
     def needs_body(self) -> bool:
