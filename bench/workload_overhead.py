@@ -19,9 +19,9 @@ default; issue 15's benchmark):
   with its columnar copy (history.parquet) on, as in a run.
 
 ``--proxied`` (pipelined only; not with ``--attach``): the cluster comes up
-with a PROXY listener per broker behind kchaos's protocol proxy
-(nemesis.kafka_proxy, docs/design.md "Faults inside Kafka's protocol"), no
-rule armed, and a third method joins the rounds: ``proxied``, the recorded
+with a PROXY listener per broker behind kchaos's protocol proxy in its own
+process, as a run has it (nemesis.proxy_process, docs/design.md "Faults inside
+Kafka's protocol"), no rule armed, and a third method joins the rounds: ``proxied``, the recorded
 pipelined producers bootstrapped through the proxy; the summary adds the
 ratio proxied/recorded (issue 34 asks for at least 0.8).
 
@@ -61,7 +61,7 @@ from broker.lifecycle import BrokerSettings  # noqa: E402
 from harness.run_cluster import cluster_attach, cluster_down, cluster_up  # noqa: E402
 from history.writer import HistoryWriter  # noqa: E402
 from history.recorder import Recorder  # noqa: E402
-from nemesis.kafka_proxy import KafkaProxy  # noqa: E402
+from nemesis.proxy_process import ProxyProcess  # noqa: E402
 from workloads import ClientContext, QueueClient  # noqa: E402
 from workloads.client import librdkafka_logger, producer_settings  # noqa: E402
 from workloads.pipelined import PipelinedProducer  # noqa: E402
@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_term)
 
     cluster = args.attach or f"bench-wl-{os.getpid()}"
-    proxy = KafkaProxy([f"n{i}" for i in range(1, 4)], lambda value: None, seed=0) if args.proxied else None
+    proxy = ProxyProcess([f"n{i}" for i in range(1, 4)], lambda value: None, seed=0) if args.proxied else None
     try:
         if args.attach:
             handle = cluster_attach(cluster)

@@ -63,18 +63,27 @@ def free_ports(brokers: Sequence[str], host: str = "127.0.0.1") -> dict[str, int
             s.close()
 
 
+def bind_ports(brokers: Sequence[str], host: str, ports: dict[str, int] | None = None) -> dict[str, socket.socket]:
+    """A listening socket per broker, bound now: on any free port, or on
+    ``ports[broker]`` (the ports a running cluster already advertises)."""
+    socks: dict[str, socket.socket] = {}
+    for name in brokers:
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((host, (ports or {}).get(name, 0)))
+        socks[name] = s
+    return socks
+
+
 class KafkaProxy:
     def __init__(self, brokers: Sequence[str], record: Callable[[dict[str, Any]], None], seed: int,
-                 host: str = "127.0.0.1", ports: dict[str, int] | None = None):
-        """Binds one port per broker now: any free one, or ``ports[broker]``
-        (the ports a running cluster already advertises)."""
+                 host: str = "127.0.0.1", ports: dict[str, int] | None = None,
+                 socks: dict[str, socket.socket] | None = None):
+        """Binds one port per broker now (``bind_ports``), unless given the
+        bound sockets (``socks``: a proxy process gets them from its parent,
+        nemesis.proxy_process)."""
         self.host, self.record, self.seed = host, record, seed
-        self._socks: dict[str, socket.socket] = {}
-        for name in brokers:
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            s.bind((host, (ports or {}).get(name, 0)))
-            self._socks[name] = s
+        self._socks = socks if socks is not None else bind_ports(brokers, host, ports)
         self.ports = {name: s.getsockname()[1] for name, s in self._socks.items()}
         self.upstreams: dict[str, tuple[str, int]] = {}
         self.ruleset: RuleSet | None = None
