@@ -6,14 +6,15 @@ proxy on an extra listener (broker.config, ``PROXY_PORT``), so a client that
 bootstraps through a proxy reaches every broker through its proxy. Inter-broker
 and controller traffic never passes here, nor the harness's own clients
 (sampler, admin, drain). It runs on an asyncio loop in a thread of the
-harness process: it ends with the process, SIGKILL included, and leaves
-nothing behind.
+process that starts it: a run's proxy process (nemesis.proxy_process, which
+ends with the harness), or ``kchaos nemesis proxy``. It ends with that
+process, SIGKILL included, and leaves nothing behind.
 
 Each client connection gets one upstream connection (nemesis.proxy_connection,
 which forwards the frames and acts on them; this module listens, runs the
 loop, and keeps what connections share: the armed rules, the held requests
-and their release events). With no rule armed frames pass through unread except for their size
-and header. What an armed rule does (nemesis.proxy_rules) is reported through
+and their release events). Frames no armed rule reads pass through unread
+but for their size, API key and correlation id. What an armed rule does (nemesis.proxy_rules) is reported through
 ``record`` as one value per event, which the runner appends to the history
 as a nemesis op (``proxy_event_op``).
 """
