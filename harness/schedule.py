@@ -18,7 +18,7 @@ from harness import replay
 from harness.client_config import effective_commit_fraction
 from harness.layout_config import run_ids
 from harness.run_config import RunConfig
-from nemesis.budget import Budget, default_broker_nodes, default_controller_nodes, default_nodes
+from nemesis.budget import Budget, default_broker_nodes, default_controller_nodes, default_nodes, with_standing
 from nemesis.packages import build_packages, plan
 from nemesis.roles import with_targets
 from nemesis.upgrade import bind_upgrade
@@ -74,19 +74,23 @@ def min_insync(cfg: RunConfig) -> int:
     return int(cfg.topic.get("min.insync.replicas", cfg.broker.get("min.insync.replicas", 1)))
 
 
-def fault_budget(cfg: RunConfig):
+def fault_budget(cfg: RunConfig) -> Budget:
     """The random fault mix's budget (nemesis/budget.py): ``nemesis.budget``
     nodes, or by default as many as leave a controller quorum and
-    min.insync.replicas replicas usable; ``nemesis.recovery_window`` seconds."""
+    min.insync.replicas replicas usable; ``nemesis.recovery_window`` seconds;
+    holding the standing cost of the chosen packages armed for the whole
+    workload (the proxy's rules)."""
     nodes = cfg.nemesis.budget
     if cfg.controllers:  # separate quorums: brokers keep min.insync.replicas, controllers a majority
         if nodes is None:
             nodes = default_broker_nodes(cfg.workload.replication_factor, min_insync(cfg))
-        return Budget(nodes=int(nodes), recovery_s=float(cfg.nemesis.recovery_window), n=cfg.nodes,
-                      controllers=cfg.controllers, controller_nodes=default_controller_nodes(cfg.controllers))
-    if nodes is None:
-        nodes = default_nodes(cfg.nodes, cfg.workload.replication_factor, min_insync(cfg))
-    return Budget(nodes=int(nodes), recovery_s=float(cfg.nemesis.recovery_window), n=cfg.nodes)
+        budget = Budget(nodes=int(nodes), recovery_s=float(cfg.nemesis.recovery_window), n=cfg.nodes,
+                        controllers=cfg.controllers, controller_nodes=default_controller_nodes(cfg.controllers))
+    else:
+        if nodes is None:
+            nodes = default_nodes(cfg.nodes, cfg.workload.replication_factor, min_insync(cfg))
+        budget = Budget(nodes=int(nodes), recovery_s=float(cfg.nemesis.recovery_window), n=cfg.nodes)
+    return with_standing(budget, build_packages(list(cfg.nemesis.faults)), cfg.nemesis)
 
 
 def fault_plan(cfg: RunConfig) -> list[tuple[float, dict[str, Any]]]:

@@ -22,8 +22,8 @@ Pure functions, no I/O.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Mapping, Protocol, runtime_checkable
 
 
 @dataclass(frozen=True)
@@ -32,16 +32,34 @@ class Budget:
     isolated); ``recovery_s``: the quiet time after a stop before a fault that
     costs anything starts; ``n``: the cluster's (broker) node count (costs depend
     on it); ``controllers``: controller-only nodes (0: combined) and
-    ``controller_nodes`` the cost the active faults may add up to on them."""
+    ``controller_nodes`` the cost the active faults may add up to on them;
+    ``standing``: the cost held all workload long by packages armed once
+    (``with_standing``), counted in every ``fits``."""
 
     nodes: int
     recovery_s: float
     n: int
     controllers: int = 0
     controller_nodes: int = 0
+    standing: tuple[int, int] = (0, 0)
 
 
 Cost = tuple[int, int]  # (broker nodes, controller-only nodes) a fault may leave unusable
+
+
+@runtime_checkable
+class Standing(Protocol):
+    """A package whose fault is on from its first step to the final phase
+    (nemesis.proxy_nemesis.ProxyPackage): its cost, reckoned from the run's
+    ``[nemesis]`` settings, is held for the whole plan."""
+
+    def standing_cost(self, settings: Any, budget: Budget) -> Cost: ...
+
+
+def with_standing(budget: Budget, packages: Iterable[Any], settings: Any) -> Budget:
+    """``budget`` holding the summed standing costs of ``packages`` (those that are ``Standing``)."""
+    costs = [p.standing_cost(settings, budget) for p in packages if isinstance(p, Standing)]
+    return replace(budget, standing=(sum(c[0] for c in costs), sum(c[1] for c in costs)))
 
 
 def default_nodes(n: int, replication_factor: int, min_insync: int) -> int:
@@ -148,6 +166,9 @@ def op_costs(op: Mapping[str, Any], budget: Budget) -> Cost:
 
 
 def fits(budget: Budget, held: list[Cost], cost: Cost) -> bool:
-    """Whether ``cost`` fits beside the costs of the faults already on."""
-    return (sum(h[0] for h in held) + cost[0] <= budget.nodes
-            and sum(h[1] for h in held) + cost[1] <= budget.controller_nodes)
+    """Whether ``cost`` fits beside the costs of the faults already on and the
+    standing cost. A side the start costs nothing on always has room for it
+    (a standing cost may fill a side alone)."""
+    on = [budget.standing, *held]
+    return all(cost[side] == 0 or sum(h[side] for h in on) + cost[side] <= room
+               for side, room in ((0, budget.nodes), (1, budget.controller_nodes)))

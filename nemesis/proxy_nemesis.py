@@ -3,12 +3,14 @@ then healed (docs/design.md, "Faults inside Kafka's protocol").
 
 A run with ``[[nemesis.proxy]]`` rules is a proxied run: ``RunProxy`` binds
 one port per broker before the cluster starts (the brokers advertise them,
-broker.config), starts forwarding once the nodes have addresses, and stops
-with the cluster. The package's plan arms the rules once, early in the
-workload (``proxy-arm``, a fault start); its final op heals (``proxy-heal``:
-everything passes through, requests still held are dropped unsent). In
-between, each thing a rule does is a nemesis event of its own
-(nemesis.kafka_proxy, ``proxy_event_op``).
+broker.config), starts forwarding once the nodes have addresses (in a
+process of its own, nemesis.proxy_process), and stops with the cluster. The
+package's plan arms the rules once, early in the workload (``proxy-arm``, a
+fault start); its final op heals (``proxy-heal``: everything passes through,
+requests still held are dropped unsent). In between, each thing a rule does is a nemesis event of its own
+(nemesis.kafka_proxy, ``proxy_event_op``). The fault budget holds what the
+rules impair for the whole plan (``ProxyPackage.standing_cost``), so the random
+faults mixed with them keep to it.
 """
 from __future__ import annotations
 
@@ -18,8 +20,10 @@ from typing import Any, Callable
 
 from broker.cluster import KafkaCluster
 from broker.config import PROXY_PORT
-from nemesis.kafka_proxy import FAULT, KafkaProxy, proxy_event_op
-from nemesis.proxy_rules import Rule, parse_rules
+from nemesis.budget import Budget, Cost
+from nemesis.kafka_proxy import FAULT, proxy_event_op
+from nemesis.proxy_process import ProxyProcess
+from nemesis.proxy_rules import Rule, brokers_impaired, parse_rules
 from nemesis.protocol import NemesisContext, Op, completed, node_names
 
 ARM = "proxy-arm"
@@ -28,7 +32,7 @@ ARM_AT_S = 1.0  # seconds into the workload: the clients have their connections 
 
 # The proxy of each running cluster, so that the package's nemesis (built
 # from the cluster alone, like every nemesis) finds it.
-_ATTACHED: dict[int, tuple[KafkaProxy, list[Rule]]] = {}
+_ATTACHED: dict[int, tuple[ProxyProcess, list[Rule]]] = {}
 
 
 class RunProxy:
@@ -37,8 +41,8 @@ class RunProxy:
     def __init__(self, raw_rules: Any, node_count: int, seed: int,
                  record: Callable[[dict[str, Any]], Any]):
         self.rules = parse_rules(raw_rules)
-        self.proxy = KafkaProxy([f"n{i}" for i in range(1, node_count + 1)],
-                                lambda value: record(proxy_event_op(value)), seed)
+        self.proxy = ProxyProcess([f"n{i}" for i in range(1, node_count + 1)],
+                                  lambda value: record(proxy_event_op(value)), seed)
         self.cluster: KafkaCluster | None = None
 
     @property
@@ -63,7 +67,7 @@ class ProxyNemesis:
     fs = frozenset({ARM, HEAL})
 
     def __init__(self) -> None:
-        self.proxy: KafkaProxy | None = None
+        self.proxy: ProxyProcess | None = None
         self.rules: list[Rule] = []
         self.nodes: list[str] = []
 
@@ -106,3 +110,10 @@ class ProxyPackage:
 
     def final_ops(self) -> list[Op]:
         return [{"f": op["f"], "value": dict(op["value"])} for op in self.final]
+
+    def standing_cost(self, settings: Any, budget: Budget) -> Cost:
+        """What the armed rules (``settings.proxy``, the run's ``[[nemesis.proxy]]``)
+        impair, held by the budget for the whole plan (nemesis.budget.Standing):
+        the brokers whose client traffic they may act on. The proxy fronts
+        brokers only, so it costs no controller-only node."""
+        return brokers_impaired(parse_rules(settings.proxy), budget.n), 0

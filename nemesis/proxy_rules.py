@@ -195,6 +195,27 @@ def parse_rules(raw: Any) -> list[Rule]:
     return [parse_rule(r, i) for i, r in enumerate(raw)]
 
 
+def brokers_impaired(rules: Sequence[Rule], n: int) -> int:
+    """An upper bound on the brokers whose client traffic ``rules`` may impair
+    (of ``n``), for the fault budget (nemesis.budget): the brokers a rule
+    names, else any of them; a rule that acts on one request (``nth``) or on
+    ``limit`` requests reaches at most that many brokers; one that never
+    fires (``probability`` 0) none. Counted as if the rules hit different
+    brokers, as the budget counts faults."""
+    named: set[str] = set()
+    unnamed = 0
+    for rule in rules:
+        if rule.probability == 0:
+            continue
+        acts = 1 if rule.nth is not None else rule.limit  # requests it may act on; None: no bound
+        reach = len(set(rule.brokers)) or n
+        if rule.brokers and (acts is None or acts >= reach):
+            named |= set(rule.brokers)
+        else:
+            unnamed += reach if acts is None else min(acts, reach)
+    return min(n, len(named) + unnamed)
+
+
 def matches(rule: Rule, broker: str, header: RequestHeader, fields: RequestFields) -> bool:
     """Whether ``rule`` applies to this request (its trigger aside)."""
     if header.api != rule.api or (rule.brokers and broker not in rule.brokers):
@@ -250,6 +271,11 @@ class RuleSet:
 
     def __post_init__(self) -> None:
         self.triggers = [Trigger(r, random.Random(f"kchaos-proxy:{self.seed}:{i}")) for i, r in enumerate(self.rules)]
+        # The API keys of the requests to read whole: those a rule may act on
+        # and those whose answers may release a hold. Every other request only
+        # passes (its header's rule-relevant fields would match no rule).
+        self.read_keys = frozenset(API_KEYS[r.api] for r in self.rules) | frozenset(
+            API_KEYS[HOLD_EVENTS[r.until]] for r in self.rules if r.action == "hold" and r.until is not None)
 
     @property
     def needs_body(self) -> bool:

@@ -122,7 +122,7 @@ def frame(payload: bytes) -> bytes:
     return struct.pack(">i", len(payload)) + payload
 
 
-def frame_size(prefix: bytes) -> int:
+def frame_size(prefix: bytes | bytearray) -> int:
     size = struct.unpack(">i", prefix)[0]
     if size < 0 or size > 256 * 1024 * 1024:
         raise WireError(f"implausible frame size {size}")

@@ -105,3 +105,38 @@ def test_budget_config_is_validated():
     cfg.nemesis.recovery_window = -2.0
     with pytest.raises(UsageError, match="recovery_window"):
         validate(cfg)
+
+
+def test_a_standing_cost_is_held_beside_the_faults_on():
+    from nemesis.budget import fits
+    budget = Budget(nodes=2, recovery_s=0, n=3, standing=(1, 0))
+    assert fits(budget, [], (1, 0)) and not fits(budget, [(1, 0)], (1, 0))
+    full = Budget(nodes=1, recovery_s=0, n=3, standing=(3, 0))  # a standing cost above the room alone
+    assert fits(full, [], (0, 0)) and not fits(full, [], (1, 0))
+    iso = Budget(nodes=1, recovery_s=0, n=3, controllers=3, controller_nodes=1, standing=(1, 0))
+    assert fits(iso, [], (0, 1)) and not fits(iso, [], (1, 1))  # a side the start spares has room
+
+
+def _proxied(rule: dict, faults: list[str]):
+    from harness.run_config import RunConfig
+    cfg = RunConfig(seed=3, time_limit=300)
+    cfg.nemesis.faults, cfg.nemesis.interval, cfg.nemesis.proxy = faults, 10, [rule]
+    return cfg
+
+
+def test_proxy_rules_are_counted_in_the_run_budget():
+    """The proxy's rules hold what they impair for the whole plan: a rule on
+    every broker fills a 3-node cluster's budget of 1, so only clock faults
+    start beside it; a rule on one named request leaves none either, and a
+    larger budget lets the kills back in."""
+    from harness.schedule import fault_budget, fault_plan
+    everywhere = _proxied({"api": "Produce", "action": "close", "probability": 0.1}, ["proxy", "kill", "clock"])
+    assert fault_budget(everywhere).standing == (3, 0)
+    starts = [op["f"] for _, op in fault_plan(everywhere) if op["f"] not in ("start", "reset-clock")]
+    assert "proxy-arm" in starts and "kill" not in starts and {"bump-clock", "strobe-clock"} & set(starts)
+    one = _proxied({"api": "EndTxn", "action": "close", "nth": 1}, ["proxy", "kill"])
+    assert fault_budget(one).standing == (1, 0)
+    assert "kill" not in [op["f"] for _, op in fault_plan(one)]
+    one.nemesis.budget = 2
+    assert [op["f"] for _, op in fault_plan(one)].count("kill") >= 5
+    assert fault_budget(_proxied({"api": "Produce", "action": "close"}, ["kill"])).standing == (0, 0)  # not armed

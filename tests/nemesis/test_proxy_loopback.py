@@ -175,3 +175,23 @@ def test_error_response_answers_in_the_brokers_place(setup):
     assert answers == [(5, 0), (6, 14), (7, 0)]  # in order; the EndTxn refused with error 14
     assert broker.seen == [("Metadata", 5), ("Metadata", 7)]  # never forwarded
     assert [e["event"] for e in events] == ["error-response"] and events[0]["error_code"] == 14
+
+
+def test_frames_a_rule_reads_are_handled_in_their_place_among_those_that_only_pass(setup):
+    """Frames sent together: those no rule reads pass a read at a time, the
+    ones a rule reads are delayed or closed where they stand in the stream."""
+    proxy, broker, events = setup
+    proxy.arm(parse_rules([{"api": "Heartbeat", "action": "delay-request", "delay_ms": 100},
+                           {"api": "SyncGroup", "action": "close"}]))
+    s = connect(proxy)
+    s.sendall(b"".join(frame(header(api, 1, corr, "c", False))
+                       for api, corr in [("Metadata", 1), ("Heartbeat", 2), ("Metadata", 3)]))
+    assert [answer(s) for _ in range(3)] == [1, 2, 3]
+    assert broker.seen == [("Metadata", 1), ("Heartbeat", 2), ("Metadata", 3)]
+    t = connect(proxy)
+    t.sendall(b"".join(frame(header(api, 1, corr, "c", False))
+                       for api, corr in [("Metadata", 6), ("SyncGroup", 7), ("Metadata", 8)]))
+    wait_for(lambda: len(events) == 2)
+    time.sleep(0.2)
+    assert ("SyncGroup", 7) not in broker.seen and ("Metadata", 8) not in broker.seen  # closed at 7
+    assert [(e["event"], e["correlation_id"]) for e in events] == [("delay-request", 2), ("close", 7)]

@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from infra.errors import UsageError
-from nemesis.proxy_rules import RuleSet, matches, parse_rule, parse_rules
+from nemesis.proxy_rules import RuleSet, brokers_impaired, matches, parse_rule, parse_rules
 from nemesis.proxy_wire import (API_KEYS, decode_request, endtxn_response_error, parse_request_header,
                                 produce_refused, produce_response_partitions,
                                 response_correlation_id)
@@ -153,3 +153,20 @@ def test_produce_refused_only_when_every_partition_errs():
     assert not produce_refused(v7((0, 0)), 7)
     assert not produce_refused(struct.pack(">iih", 3, 0, 0), 7)  # no partition named
     assert not produce_refused(b"\x00", 7)                       # unreadable
+
+
+@pytest.mark.parametrize("tables,n,impaired", [
+    ([{"api": "Produce", "action": "close"}], 3, 3),                                  # any broker
+    ([{"api": "Produce", "action": "close", "broker": "n2"}], 3, 1),
+    ([{"api": "Produce", "action": "close", "broker": ["n1", "n2"]},
+      {"api": "Fetch", "action": "close", "broker": ["n2"]}], 5, 2),                  # the same brokers once
+    ([{"api": "EndTxn", "action": "close", "nth": 2}], 3, 1),                         # one request: one broker
+    ([{"api": "Produce", "action": "close", "limit": 2}], 5, 2),
+    ([{"api": "Produce", "action": "close", "limit": 1, "broker": ["n1", "n2"]},
+      {"api": "Fetch", "action": "close", "broker": "n1"}], 3, 2),                    # bounded: counted apart
+    ([{"api": "Produce", "action": "close", "probability": 0}], 3, 0),                # never fires
+    ([{"api": "Produce", "action": "close", "limit": 9},
+      {"api": "Fetch", "action": "close", "broker": "n1"}], 3, 3),                    # never above n
+])
+def test_brokers_impaired_is_an_upper_bound_on_the_brokers_rules_reach(tables, n, impaired):
+    assert brokers_impaired(parse_rules(tables), n) == impaired
