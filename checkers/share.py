@@ -18,13 +18,16 @@ Terms (the ops are the history contract's: ``history.ops``, share-group ops):
   kind of the record before it, and that mark the member's last delivery of the
   record before the mark (the answer often comes after the poll that carried
   the mark, which may have delivered the record again).
-* lock expiry: a delivery whose member's next sending op was invoked at least
-  ``lock_ms + EXPIRY_MARGIN_NS`` after the poll completed (none: its last op
-  completed that late), and no ok answer answers a mark of it: nothing could
-  have answered for the record before its lock ran out, so Kafka made it
-  available again. An ok answer proves the lock still held in Kafka's view
-  (Kafka applies a mark only while the member holds the lock; a paused leader
-  runs no timers), so that expiry is not certain.
+* held past the lock: a delivery whose member's next sending op was invoked at
+  least ``lock_ms + EXPIRY_MARGIN_NS`` after the poll completed (none: its last
+  op completed that late). Its lock *certainly expired* (``expired_at``) when
+  no ok answer answers a mark of it: nothing could have answered for the record
+  before its lock ran out, so Kafka made it available again. Kafka answers a
+  mark ok only when it applied it, which needs the lock still held (a paused
+  leader runs no timers), or when the record was already settled (every offset
+  of the acknowledgement below the share-partition's start offset is skipped):
+  such a delivery (``held_answered``) owes no next delivery, but a next one
+  must still carry a higher count.
 * possibly settled: a record (partition, offset) marked accept or reject by an
   ok ``share-ack`` of a member that no ``share-acked`` fail of that member
   answered afterwards, or answered ok/info as accept or reject, or delivered
@@ -92,6 +95,7 @@ class ShareFacts:
     end_why: str | None
     hold_end: dict[int, int]                # id(delivery index) -> end of its lock window (ns)
     expired_at: dict[int, int]              # delivery index -> time its lock certainly ran out
+    held_answered: set[int]                 # held past the lock, but an ok answer answers a mark of it
     settled: set[tuple[int, int]]
     answers: list[tuple[PairedOp, str, int, int]]   # share-acked events: (op, kind, partition, offset)
     marks: list[tuple[PairedOp, str, int, int]]     # ok share-acks: (op, kind, partition, offset)
@@ -182,9 +186,10 @@ def gather(ops: list[PairedOp]) -> ShareFacts | None:
         elif o.f == SHARE_END and isinstance(o.value, dict):
             complete, why = bool(o.value.get("complete")), o.value.get("why")
     answered = answered_deliveries(deliveries, marks, answers)
-    kept = {i for i, _, _ in answered}      # a mark of these was applied: the lock still held then
+    answered_ok = {i for i, _, _ in answered}
     hold_end: dict[int, int] = {}
     expired_at: dict[int, int] = {}
+    held_answered: set[int] = set()
     for i, d in enumerate(deliveries):
         times = sending[d.process]
         nxt = next((t for t in times if t > d.poll.invoke_time), None)
@@ -193,7 +198,9 @@ def gather(ops: list[PairedOp]) -> ShareFacts | None:
         quiet_until = nxt if nxt is not None else last_done.get(d.process, _ns(d.poll.time))
         if lock_ns is not None:
             hold_end[i] = min(quiet_until, acq_lo + lock_ns)
-            if quiet_until >= _ns(d.poll.time) + lock_ns + EXPIRY_MARGIN_NS and i not in kept:
+            if quiet_until >= _ns(d.poll.time) + lock_ns + EXPIRY_MARGIN_NS and i in answered_ok:
+                held_answered.add(i)
+            elif quiet_until >= _ns(d.poll.time) + lock_ns + EXPIRY_MARGIN_NS:
                 expired_at[i] = _ns(d.poll.time) + lock_ns + EXPIRY_MARGIN_NS
     failed = {(o.process, p, off, o.invoke_index) for o, _, p, off in answers if o.type == "fail"}
     fail_times: dict[tuple[int, int, int], list[int]] = defaultdict(list)
@@ -204,8 +211,8 @@ def gather(ops: list[PairedOp]) -> ShareFacts | None:
     settled |= {(p, off) for o, k, p, off in answers if k in (ACCEPT, REJECT) and o.type in ("ok", "info")}
     if limit is not None:
         settled |= {(d.partition, d.offset) for d in deliveries if d.count >= limit}
-    return ShareFacts(deliveries, lock_ns, limit, complete, why, hold_end, expired_at, settled, answers, marks,
-                      answered, acked_sends, leader_change_windows(nemesis))
+    return ShareFacts(deliveries, lock_ns, limit, complete, why, hold_end, expired_at, held_answered, settled,
+                      answers, marks, answered, acked_sends, leader_change_windows(nemesis))
 
 
 def _first(items: list[tuple[tuple, Witness]], k: int) -> Finding:
@@ -249,19 +256,25 @@ def check_share(ops: list[PairedOp], settings: Settings) -> tuple[dict[str, Find
                 ((p, o, ans.invoke_index), _w(p, o, d.value, [ans, d.poll], delivery_count=d.count)))
     # share-not-redelivered: released (ok answer) or lock-expired below the limit, and the next
     # delivery after it is missing (judged at a complete end) or has no higher count
-    released = [(i, _ns(ans.time), ans) for i, ans, kind in facts.answered if kind == RELEASE]
-    released += [(i, t, ds[i].poll) for i, t in facts.expired_at.items()]
+    # (delivery index, evidence op, whether a missing next delivery is an anomaly): a delivery held
+    # past its lock whose mark Kafka answered ok owes no next delivery, but one that comes must
+    # still carry a higher count (docs/design.md, "Share groups": lock expiry)
+    released = [(i, ans, True) for i, ans, kind in facts.answered if kind == RELEASE]
+    released += [(i, ds[i].poll, True) for i in facts.expired_at]
+    released += [(i, ds[i].poll, False) for i in facts.held_answered]
     seen: set[int] = set()
     uncertain_counts = 0        # counts that did not go up across a possible leader change
-    for i, _at, evidence in sorted(released, key=lambda r: (r[0], r[2].invoke_index)):
+    for i, evidence, owed in sorted(released, key=lambda r: (r[0], r[1].invoke_index)):
         d = ds[i]
         if i in seen or (facts.limit is not None and d.count >= facts.limit):
             continue
-        seen.add(i)
         # the next delivery: the first (by completion) whose poll completed after this one's; a
         # poll invoked earlier may still be the redelivery (it waits up to its timeout)
         after = sorted((j for j in of[(d.partition, d.offset)] if _ns(ds[j].poll.time) > _ns(d.poll.time)),
                        key=lambda j: _ns(ds[j].poll.index))
+        if not after and not owed:      # judged by its release answer, if it has one
+            continue
+        seen.add(i)
         if after and ds[after[0]].count > d.count:
             continue
         if after and leader_may_change(facts.leader_windows, d.poll.invoke_time, _ns(ds[after[0]].poll.time)):
