@@ -48,6 +48,8 @@ _PAYLOAD = re.compile(r" payload: (.*)$")
 _PRODUCER = re.compile(r" producerId: (-?\d+) producerEpoch: (-?\d+) ")
 _END_TXN = re.compile(r" endTxnMarker: (COMMIT|ABORT) ")
 _TXN_DATA = re.compile(r" isTransactional: true isControl: false ")
+_COORDINATOR_RECORD = re.compile(r" key: (.*) payload: (.*)$")
+SHARE_STATE_TOPIC = "__share_group_state"
 
 
 class RecordReadError(KchaosError):
@@ -176,6 +178,36 @@ def parse_data_dump(text: str) -> dict[str, dict]:
             elif m := _END_TXN.search(line):
                 seg["markers"].append([int(r.group(1)), producer_id, producer_epoch, m.group(1)])
     return out
+
+
+def parse_share_state_dump(text: str) -> dict[str, list[dict]]:
+    """``--share-group-state-decoder`` output -> {file: [{"offset", "wall_ms", "key", "value"}]}:
+    the key ``{"type", "data"}`` (type "0" ShareSnapshot, "1" ShareUpdate; data the group id,
+    topic id and partition) and the value ``{"version", "data"}`` (start offset, epochs and
+    ``stateBatches``) as the decoder printed them; null for a tombstone (``<DELETE>``). A record
+    the decoder could not read keeps its message as ``key`` (a string) and no value."""
+    out: dict[str, list[dict]] = {}
+    for path, lines in _files(text):
+        recs = out.setdefault(path, [])
+        wall_ms = None
+        for line in lines:
+            if b := _BATCH.match(line):
+                wall_ms = int(b.group(5))
+                continue
+            r = _RECORD.match(line)
+            m = _COORDINATOR_RECORD.search(line) if r else None
+            if r and (m or " key: " in line):
+                key, value = (m.group(1), m.group(2)) if m else (line.split(" key: ", 1)[1], None)
+                recs.append({"offset": int(r.group(1)), "wall_ms": wall_ms, "key": _json_or_text(key),
+                             "value": None if value in (None, "<DELETE>") else _json_or_text(value)})
+    return out
+
+
+def _json_or_text(raw: str):
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return raw.strip()
 
 
 def parse_epoch_checkpoint(text: str) -> list[list[int]]:
@@ -337,3 +369,25 @@ def read_replica_log(node: Node, topic: str, partition: int, max_records: int,
     if partition not in dumps:
         raise RecordReadError(f"{node.name}: no replica of {topic}-{partition} in {data_dir}")
     return dumps[partition]
+
+
+def read_share_state(node: Node, data_dir: str = DATA_DIR) -> dict[int, list[dict]]:
+    """The records of every ``__share_group_state`` replica this node holds with a non-empty log,
+    decoded by Kafka's own share-group-state decoder in one JVM: {state partition: records}
+    (``parse_share_state_dump``). Empty when the node holds none (no share group ran)."""
+    try:
+        res = node.run(["find", data_dir, "-mindepth", "2", "-maxdepth", "2", "-path",
+                        f"*/{SHARE_STATE_TOPIC}-*/*.log", "-size", "+0"], check=False, timeout=30)
+    except KchaosError as exc:
+        raise RecordReadError(f"{node.name}: listing {SHARE_STATE_TOPIC}: {exc}") from exc
+    segs = sorted(res.out.split(), key=lambda f: (posixpath.dirname(f), segment_base(f)))
+    if not segs:
+        return {}
+    parsed = parse_share_state_dump(_run(node, _dump_argv(segs, "--share-group-state-decoder",
+                                                          kafka_version=node_kafka_version(node)),
+                                         f"dumping {SHARE_STATE_TOPIC}"))
+    out: dict[int, list[dict]] = {}
+    for f in segs:
+        partition = int(posixpath.basename(posixpath.dirname(f)).rsplit("-", 1)[1])
+        out.setdefault(partition, []).extend(parsed.get(f, []))
+    return out

@@ -14,14 +14,20 @@ Terms (the ops are the history contract's: ``history.ops``, share-group ops):
   the events: it closed after)
   and ``lock_ms`` after the invocation of the member's previous share-poll
   (or of this one when it has none): acquisition happened after that.
-* lock expiry: a delivery whose member's next sending op was invoked at least
-  ``lock_ms + EXPIRY_MARGIN_NS`` after the poll completed (none: its last op
-  completed that late): nothing could have answered for the record before its
-  lock ran out, so Kafka made it available again.
-* a release answer (an ok ``share-acked`` release) answers the member's last
-  release mark of the record before it, and that mark the member's last delivery
-  of the record before the mark (the answer often comes after the poll that
-  carried the mark, which may have delivered the record again).
+* an ok answer (an ok ``share-acked``) answers the member's last mark of that
+  kind of the record before it, and that mark the member's last delivery of the
+  record before the mark (the answer often comes after the poll that carried
+  the mark, which may have delivered the record again).
+* held past the lock: a delivery whose member's next sending op was invoked at
+  least ``lock_ms + EXPIRY_MARGIN_NS`` after the poll completed (none: its last
+  op completed that late). Its lock *certainly expired* (``expired_at``) when
+  no ok answer answers a mark of it: nothing could have answered for the record
+  before its lock ran out, so Kafka made it available again. Kafka answers a
+  mark ok only when it applied it, which needs the lock still held (a paused
+  leader runs no timers), or when the record was already settled (every offset
+  of the acknowledgement below the share-partition's start offset is skipped):
+  such a delivery (``held_answered``) owes no next delivery, but a next one
+  must still carry a higher count.
 * possibly settled: a record (partition, offset) marked accept or reject by an
   ok ``share-ack`` of a member that no ``share-acked`` fail of that member
   answered afterwards, or answered ok/info as accept or reject, or delivered
@@ -90,9 +96,11 @@ class ShareFacts:
     end_why: str | None
     hold_end: dict[int, int]                # id(delivery index) -> end of its lock window (ns)
     expired_at: dict[int, int]              # delivery index -> time its lock certainly ran out
+    held_answered: set[int]                 # held past the lock, but an ok answer answers a mark of it
     settled: set[tuple[int, int]]
     answers: list[tuple[PairedOp, str, int, int]]   # share-acked events: (op, kind, partition, offset)
     marks: list[tuple[PairedOp, str, int, int]]     # ok share-acks: (op, kind, partition, offset)
+    answered: list[tuple[int, PairedOp, str]]       # (delivery index, its ok answer, kind): answered_deliveries
     acked_sends: list[tuple[int, int, int, PairedOp]]   # (partition, offset, value, send op)
     leader_windows: list[tuple[int, int | None]]        # leader_change_windows of the run's faults
 
@@ -107,6 +115,29 @@ def leader_change_windows(nemesis: list[NemesisOp]) -> list[tuple[int, int | Non
 def leader_may_change(windows: list[tuple[int, int | None]], lo: int, hi: int) -> bool:
     """Whether a leader change may lie between ``lo`` and ``hi`` (ns)."""
     return any(start <= hi and (until is None or until >= lo) for start, until in windows)
+
+
+def answered_deliveries(deliveries: list[Delivery], marks: list[tuple[PairedOp, str, int, int]],
+                        answers: list[tuple[PairedOp, str, int, int]]) -> list[tuple[int, PairedOp, str]]:
+    """(delivery index, answer, kind) for each ok answer and the delivery it answers: the member's
+    last mark of that kind of the record before the answer, and that mark's delivery the member's
+    last of the record whose poll was invoked before the mark (the answer often comes after the
+    poll that carried the mark, which may have delivered the record again)."""
+    mark_ids: dict[tuple[int, str, int, int], list[int]] = defaultdict(list)
+    for m, k, p, off in marks:
+        mark_ids[(m.process, k, p, off)].append(m.invoke_index)
+    polls: dict[tuple[int, int, int], list[tuple[int, int]]] = defaultdict(list)
+    for i, d in enumerate(deliveries):
+        polls[(d.process, d.partition, d.offset)].append((d.poll.invoke_index, i))
+    out = []
+    for ans, k, p, off in answers:
+        if ans.type != "ok":
+            continue
+        marked = [m for m in mark_ids.get((ans.process, k, p, off), ()) if m < ans.invoke_index]
+        mine = [(pid, i) for pid, i in polls.get((ans.process, p, off), ()) if marked and pid < max(marked)]
+        if mine:
+            out.append((max(mine)[1], ans, k))
+    return out
 
 
 def _ns(x: Any) -> int:
@@ -155,8 +186,11 @@ def gather(ops: list[PairedOp]) -> ShareFacts | None:
             answers += [(o, k, p, off) for k, p, off in share_marks(o.value, where)]
         elif o.f == SHARE_END and isinstance(o.value, dict):
             complete, why = bool(o.value.get("complete")), o.value.get("why")
+    answered = answered_deliveries(deliveries, marks, answers)
+    answered_ok = {i for i, _, _ in answered}
     hold_end: dict[int, int] = {}
     expired_at: dict[int, int] = {}
+    held_answered: set[int] = set()
     for i, d in enumerate(deliveries):
         times = sending[d.process]
         nxt = next((t for t in times if t > d.poll.invoke_time), None)
@@ -165,7 +199,9 @@ def gather(ops: list[PairedOp]) -> ShareFacts | None:
         quiet_until = nxt if nxt is not None else last_done.get(d.process, _ns(d.poll.time))
         if lock_ns is not None:
             hold_end[i] = min(quiet_until, acq_lo + lock_ns)
-            if quiet_until >= _ns(d.poll.time) + lock_ns + EXPIRY_MARGIN_NS:
+            if quiet_until >= _ns(d.poll.time) + lock_ns + EXPIRY_MARGIN_NS and i in answered_ok:
+                held_answered.add(i)
+            elif quiet_until >= _ns(d.poll.time) + lock_ns + EXPIRY_MARGIN_NS:
                 expired_at[i] = _ns(d.poll.time) + lock_ns + EXPIRY_MARGIN_NS
     failed = {(o.process, p, off, o.invoke_index) for o, _, p, off in answers if o.type == "fail"}
     fail_times: dict[tuple[int, int, int], list[int]] = defaultdict(list)
@@ -176,8 +212,8 @@ def gather(ops: list[PairedOp]) -> ShareFacts | None:
     settled |= {(p, off) for o, k, p, off in answers if k in (ACCEPT, REJECT) and o.type in ("ok", "info")}
     if limit is not None:
         settled |= {(d.partition, d.offset) for d in deliveries if d.count >= limit}
-    return ShareFacts(deliveries, lock_ns, limit, complete, why, hold_end, expired_at, settled, answers, marks,
-                      acked_sends, leader_change_windows(nemesis))
+    return ShareFacts(deliveries, lock_ns, limit, complete, why, hold_end, expired_at, held_answered, settled,
+                      answers, marks, answered, acked_sends, leader_change_windows(nemesis))
 
 
 def _first(items: list[tuple[tuple, Witness]], k: int) -> Finding:
@@ -221,30 +257,25 @@ def check_share(ops: list[PairedOp], settings: Settings) -> tuple[dict[str, Find
                 ((p, o, ans.invoke_index), _w(p, o, d.value, [ans, d.poll], delivery_count=d.count)))
     # share-not-redelivered: released (ok answer) or lock-expired below the limit, and the next
     # delivery after it is missing (judged at a complete end) or has no higher count
-    released: list[tuple[int, int, PairedOp]] = []     # (delivery index, available from, evidence op)
-    for ans, kind, p, o in facts.answers:
-        if ans.type == "ok" and kind == RELEASE:
-            # the answer is to the member's last release mark of the record before it, and that
-            # mark to the member's last delivery of the record before the mark (the answer may
-            # come after a poll that already delivered the record again)
-            marked = [m.invoke_index for m, k, mp, mo in facts.marks if k == RELEASE and (mp, mo) == (p, o)
-                      and m.process == ans.process and m.invoke_index < ans.invoke_index]
-            mine = [i for i in of.get((p, o), []) if ds[i].process == ans.process
-                    and marked and ds[i].poll.invoke_index < max(marked)]
-            if mine:
-                released.append((mine[-1], _ns(ans.time), ans))
-    released += [(i, t, ds[i].poll) for i, t in facts.expired_at.items()]
+    # (delivery index, evidence op, whether a missing next delivery is an anomaly): a delivery held
+    # past its lock whose mark Kafka answered ok owes no next delivery, but one that comes must
+    # still carry a higher count (docs/design.md, "Share groups": lock expiry)
+    released = [(i, ans, True) for i, ans, kind in facts.answered if kind == RELEASE]
+    released += [(i, ds[i].poll, True) for i in facts.expired_at]
+    released += [(i, ds[i].poll, False) for i in facts.held_answered]
     seen: set[int] = set()
     uncertain_counts = 0        # counts that did not go up across a possible leader change
-    for i, _at, evidence in sorted(released, key=lambda r: (r[0], r[2].invoke_index)):
+    for i, evidence, owed in sorted(released, key=lambda r: (r[0], r[1].invoke_index)):
         d = ds[i]
         if i in seen or (facts.limit is not None and d.count >= facts.limit):
             continue
-        seen.add(i)
         # the next delivery: the first (by completion) whose poll completed after this one's; a
         # poll invoked earlier may still be the redelivery (it waits up to its timeout)
         after = sorted((j for j in of[(d.partition, d.offset)] if _ns(ds[j].poll.time) > _ns(d.poll.time)),
                        key=lambda j: _ns(ds[j].poll.index))
+        if not after and not owed:      # judged by its release answer, if it has one
+            continue
+        seen.add(i)
         if after and ds[after[0]].count > d.count:
             continue
         if after and leader_may_change(facts.leader_windows, d.poll.invoke_time, _ns(ds[after[0]].poll.time)):

@@ -1,7 +1,8 @@
 """Kafka's own record of a run, kept in the run folder before the cluster goes
 (docs/design.md, "The store"): ``metadata.jsonl`` (the KRaft log's topic and
-partition records) and ``replicas.jsonl`` (every replica's log, transaction
-markers and epochs).
+partition records), ``replicas.jsonl`` (every replica's log, transaction
+markers and epochs) and, when a share group ran, ``share-state.jsonl``
+(every ``__share_group_state`` replica's records, decoded by Kafka).
 
 Read from every node at once through ``broker.log_dump``; a node that cannot be
 read becomes an error entry, never an exception: the run must still end and
@@ -17,7 +18,8 @@ from typing import Any
 
 from broker.cluster import KafkaCluster
 from broker.config import broker_id
-from broker.log_dump import MetadataDump, ReplicaDump, read_metadata_log, read_replica_logs
+from broker.log_dump import (SHARE_STATE_TOPIC, MetadataDump, ReplicaDump, read_metadata_log, read_replica_logs,
+                             read_share_state)
 from broker.txn_tool import find_hanging
 from infra.node import parallel
 
@@ -25,6 +27,7 @@ log = logging.getLogger(__name__)
 
 METADATA_FILE = "metadata.jsonl"
 REPLICAS_FILE = "replicas.jsonl"
+SHARE_STATE_FILE = "share-state.jsonl"
 FIND_HANGING_FILE = "kafka-transactions.jsonl"
 TOPIC_TYPES = ("TopicRecord", "PartitionRecord", "PartitionChangeRecord", "RemoveTopicRecord")
 
@@ -40,6 +43,10 @@ def _read_node(node, topic: str, partitions: list[int], max_records: int) -> dic
         out["replicas"] = read_replica_logs(node, topic, partitions, max_records)
     except Exception as exc:
         out["replicas_error"] = str(exc)
+    try:     # share groups' persisted state (KIP-932): present only when a share group ran
+        out["share_state"] = read_share_state(node)
+    except Exception as exc:
+        out["share_state_error"] = str(exc)
     return out
 
 
@@ -108,7 +115,8 @@ def _write_jsonl(path: Path, lines: list[dict]) -> None:
 
 def collect_records(kafka_cluster: KafkaCluster, run_dir: Path, topic: str, partitions: int,
                     max_records: int = 200_000) -> dict[str, Any]:
-    """Write ``metadata.jsonl`` and ``replicas.jsonl`` into ``run_dir``; return a summary.
+    """Write ``metadata.jsonl`` and ``replicas.jsonl`` (and ``share-state.jsonl`` when a node
+    holds share-group state) into ``run_dir``; return a summary.
     The replicas' header says when the reading began (``read_wall_ms``): a transaction
     still open then is judged by how long after the workload that was (checkers/hanging.py)."""
     t0 = time.monotonic()
@@ -130,12 +138,19 @@ def collect_records(kafka_cluster: KafkaCluster, run_dir: Path, topic: str, part
             replicas += [replica_line(name, p, None, res["replicas_error"]) for p in parts]
         else:
             replicas += [replica_line(name, p, d, None) for p, d in sorted(res["replicas"].items())]
+    share_state = [{"node": res["node"], "broker": broker_id(res["node"]), "partition": p, "records": recs}
+                   for res in results for p, recs in sorted(res.get("share_state", {}).items())]
+    share_state += [{"node": res["node"], "error": res["share_state_error"]}
+                    for res in results if res.get("share_state_error")]
     meta = metadata_lines(dumps, errors, topic)
     run_dir = Path(run_dir)
     _write_jsonl(run_dir / METADATA_FILE, meta)
     _write_jsonl(run_dir / REPLICAS_FILE,
                  [{"kchaos-replicas": 1, "topic": topic, "max_records": max_records,
                    "read_wall_ms": read_wall_ms}, *replicas])
+    if any("records" in line for line in share_state):     # a share group ran
+        _write_jsonl(run_dir / SHARE_STATE_FILE, [{"kchaos-share-state": 1, "topic": SHARE_STATE_TOPIC,
+                                                   "read_wall_ms": read_wall_ms}, *share_state])
     elapsed = time.monotonic() - t0
     summary = {"seconds": round(elapsed, 2), "metadata_records": len(meta) - 1, "replicas": len(replicas),
                "errors": {**errors, **{f"{r['node']}/{r['partition']}": r["error"] for r in replicas if r["error"]}}}

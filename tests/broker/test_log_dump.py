@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from broker.log_dump import (MetadataDump, RecordReadError, combine_segments, metadata_end_offset,
-                            parse_data_dump, parse_epoch_checkpoint, parse_metadata_dump, type_name)
+                            parse_data_dump, parse_epoch_checkpoint, parse_metadata_dump, parse_share_state_dump,
+                            type_name)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 TOPIC_ID = "7nZyAeh8RaGsm9ZhNG5NkA"
@@ -121,6 +122,39 @@ def test_txn_data_dump_stored_and_loaded_settles_each_value_by_its_producers_nex
                       34: "commit", 99: "absent"}
     assert txn_outcome(rr, 0, 30).evidence == \
         "n1, n2: value 30 at offset 15 (producer 1000), COMMIT marker at offset 19 (producer epoch 0)"
+
+
+# The line shapes DumpLogSegments prints with --share-group-state-decoder (its
+# CoordinatorRecordMessageParser); the cluster test of the share coordinator reads a real one.
+SHARE_STATE_DUMP = """Dumping /var/lib/kafka/data/__share_group_state-7/00000000000000000000.log
+Log starting offset: 0
+baseOffset: 0 lastOffset: 0 count: 1 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 \
+partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: 0 \
+CreateTime: 1795444310453 size: 150 magic: 2 compresscodec: none crc: 1 isvalid: true
+| offset: 0 CreateTime: 1795444310453 keySize: 40 valueSize: 60 sequence: -1 headerKeys: [] \
+key: {"type":"0","data":{"groupId":"sg","topicId":"7nZyAeh8RaGsm9ZhNG5NkA","partition":1}} \
+payload: {"version":"0","data":{"snapshotEpoch":0,"stateEpoch":0,"leaderEpoch":0,"startOffset":-1,"stateBatches":[]}}
+baseOffset: 1 lastOffset: 2 count: 2 baseSequence: -1 lastSequence: -1 producerId: -1 producerEpoch: -1 \
+partitionLeaderEpoch: 0 isTransactional: false isControl: false deleteHorizonMs: OptionalLong.empty position: 150 \
+CreateTime: 1795444311000 size: 150 magic: 2 compresscodec: none crc: 1 isvalid: true
+| offset: 1 CreateTime: 1795444311000 keySize: 40 valueSize: 60 sequence: -1 headerKeys: [] \
+key: {"type":"1","data":{"groupId":"sg","topicId":"7nZyAeh8RaGsm9ZhNG5NkA","partition":1}} \
+payload: {"version":"0","data":{"snapshotEpoch":0,"leaderEpoch":0,"startOffset":0,\
+"stateBatches":[{"firstOffset":0,"lastOffset":3,"deliveryState":2,"deliveryCount":1}]}}
+| offset: 2 CreateTime: 1795444311000 keySize: 40 valueSize: -1 sequence: -1 headerKeys: [] \
+key: {"type":"0","data":{"groupId":"old","topicId":"7nZyAeh8RaGsm9ZhNG5NkA","partition":0}} payload: <DELETE>
+"""
+
+
+def test_share_state_dump_keeps_each_records_key_value_and_batch_time():
+    (path, recs), = parse_share_state_dump(SHARE_STATE_DUMP).items()
+    assert path.endswith("__share_group_state-7/00000000000000000000.log")
+    assert [(r["offset"], r["wall_ms"], r["key"]["type"]) for r in recs] == [
+        (0, 1795444310453, "0"), (1, 1795444311000, "1"), (2, 1795444311000, "0")]
+    assert recs[1]["key"]["data"] == {"groupId": "sg", "topicId": "7nZyAeh8RaGsm9ZhNG5NkA", "partition": 1}
+    assert recs[1]["value"]["data"]["stateBatches"] == [
+        {"firstOffset": 0, "lastOffset": 3, "deliveryState": 2, "deliveryCount": 1}]
+    assert recs[2]["value"] is None          # a tombstone
 
 
 def test_leader_epoch_checkpoint():

@@ -5,7 +5,9 @@ The base history: partition 0 holds values 1..4 at offsets 0..3. Share
 members 5 and 6 (lock 1 s, delivery limit 3): member 5 is delivered offsets 0
 and 1, accepts 0 and releases 1; member 6 is delivered 1 again (count 2), 2
 and 3, and accepts them; the share drain says the end is complete. Each
-variant changes it in one place. ``leader_change`` kills a broker before
+variant changes it in one place. ``held`` has member 5 hold its records past
+their locks before it marks them, with Kafka's answer ``ok`` or ``fail``
+(``taken_over``: member 6 gets offset 0 meanwhile, count 1 again). ``leader_change`` kills a broker before
 member 6's poll: counts that do not go up after it are unknown, not anomalies,
 while an ok accept answered before it still may not be delivered again.
 """
@@ -53,7 +55,8 @@ def end(h: History, complete: bool = True) -> None:
 
 def share(*, lost: bool = False, incomplete: bool = False, redeliver_accepted: bool = False,
           same_count: bool = False, expired: bool = False, double: bool = False,
-          decrease: bool = False, leader_change: bool = False) -> Callable[[], History]:
+          decrease: bool = False, leader_change: bool = False, held: str | None = None,
+          taken_over: bool = False) -> Callable[[], History]:
     def build() -> History:
         h = History()
         for v in range(1, 5):
@@ -65,15 +68,17 @@ def share(*, lost: bool = False, incomplete: bool = False, redeliver_accepted: b
         spoll(h, 5, [(0, 1, 1), (1, 2, 1)])
         if double:
             spoll(h, 6, [(0, 1, 2)])
-        if expired:     # member 5 holds both past their locks: its marks come back fail
+        if expired or held:     # member 5 holds both past their locks
             h.add(5, "invoke", "share-hold", 4.0, group=G)
             h.add(5, "ok", "share-hold", 4.0, group=G, dt=4000 * MS)
-            ack(h, 5, {"accept": [0], "release": [1]}, answer="fail")
+            if taken_over:      # member 6 gets offset 0 while 5 holds it, with no higher count
+                spoll(h, 6, [(0, 1, 1)])
+            ack(h, 5, {"accept": [0], "release": [1]}, answer=held or "fail")
         else:
             ack(h, 5, {"accept": [0], "release": [1]})
         if leader_change:   # a broker kill (never healed): every share-partition leader may move after it
             h.nemesis("kill", {"nodes": ["n1"]})
-        c1 = 1 if (same_count or expired) else 2
+        c1 = 1 if (same_count or expired) else 2      # held: offset 1 comes back released or expired
         again = [(0, 1, 2)] if expired else []
         spoll(h, 6, again + [(1, 2, c1), (2, 3, 1), (3, 4, 2 if decrease else 1)])
         done = [0, 1, 2] if expired else [1, 2]
@@ -104,9 +109,9 @@ def _leader_changed(r: Any) -> None:
     assert any("leader may have changed" in u for u in r.unknown)
 
 
-def _expired(r: Any) -> None:
+def _expired(r: Any, offset: int = 1) -> None:
     (w,) = r.anomalies["share-not-redelivered"]["witnesses"]
-    assert w["why"] == "lock expired" and w["offsets"] == [1]
+    assert w["why"] == "lock expired" and w["offsets"] == [offset]
 
 
 CASES: dict[str, Case] = {
@@ -116,6 +121,16 @@ CASES: dict[str, Case] = {
     "accepted-redelivered": Case(share(redeliver_accepted=True), {"share-accepted-redelivered": 1}, False),
     "released-same-count": Case(share(same_count=True), {"share-not-redelivered": 1}, False),
     "expired-same-count": Case(share(expired=True), {"share-not-redelivered": 1}, False, verify=_expired),
+    # held past the lock, but Kafka answered the marks ok: the lock had not run out in Kafka's view
+    # (a paused leader runs no timers), so the accepted offset 0 is rightly never delivered again
+    "held-answered-ok": Case(share(held="ok"), {}, True),
+    # the same answered INVALID_RECORD_STATE: the lock did run out, and offset 0 never came back
+    # an ok answer may also be Kafka skipping a record already settled: a next delivery, when one
+    # comes, must still carry a higher count
+    "held-answered-ok-taken-over": Case(share(held="ok", taken_over=True), {"share-not-redelivered": 1}, False,
+                                        verify=lambda r: _expired(r, 0)),
+    "held-answered-fail": Case(share(held="fail"), {"share-not-redelivered": 1, "lost-share-record": 1}, False,
+                               verify=lambda r: _expired(r, 0)),
     "double-delivery": Case(share(double=True), {"share-double-delivery": 1}, False),
     "count-decrease": Case(share(decrease=True), {"share-count-decrease": 1}, False),
     # a leader change may lie between the two deliveries: Kafka's count is best-effort there

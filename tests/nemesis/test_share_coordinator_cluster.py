@@ -1,7 +1,8 @@
 """The share-coordinator target on a real 4.3.1 cluster (nemesis/roles.py):
 after a share group accepts records of every partition, the
 ``__share_group_state`` partition the target computes for each share-partition
-is the one whose log Kafka wrote, and the target names its leader."""
+is the one whose log Kafka wrote, and the target names its leader; Kafka's
+share-group-state decoder reads that state back."""
 from __future__ import annotations
 
 import random
@@ -10,6 +11,7 @@ import time
 import pytest
 
 from broker.config import DATA_DIR
+from broker.log_dump import read_share_state
 from tests.kafka_io import produce
 
 pytestmark = pytest.mark.cluster
@@ -54,3 +56,8 @@ def test_the_share_coordinator_is_where_kafka_writes_the_share_partitions_state(
         state_dir = f"{DATA_DIR}/__share_group_state-{details['partition']}"
         out = kafka.node(nodes[0]).run(["sh", "-c", f"cat {state_dir}/*.log | wc -c"]).out
         assert int(out) > 0, f"Kafka wrote nothing to {state_dir}: the target computed the wrong partition"
+        # Kafka's own decoder reads that state back (harness/record_collector.py keeps it per run)
+        recs = read_share_state(kafka.node(nodes[0])).get(details["partition"], [])
+        mine = [r for r in recs if isinstance(r["key"], dict) and r["key"]["data"].get("groupId") == group
+                and r["key"]["data"].get("partition") == p]
+        assert mine and all(r["value"] is None or "startOffset" in r["value"]["data"] for r in mine), recs[:3]
