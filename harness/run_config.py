@@ -24,6 +24,7 @@ from harness.layout_config import validate_layout
 from harness.workload_checks import validate_client, validate_group, validate_share, validate_transactions
 from harness.nemesis_config import validate_planned_moves, validate_proxy, validate_steps
 from nemesis.packages import build_packages, nemeses_of
+from nemesis.quorum import check_quorum
 from workloads.kinds import WorkloadKind, kind_of, workload_names
 
 MODES = ("assign", "subscribe", "share")
@@ -111,6 +112,7 @@ class RunConfig:
     seed: int | None = None
     nodes: int = 3                   # brokers (combined broker + controller nodes when controllers = 0)
     controllers: int = 0             # controller-only nodes beside them (isolated KRaft); 0: combined
+    quorum: str = "static"           # the KRaft voter set: "static" (controller.quorum.voters) or "dynamic" (KIP-853)
     kafka_version: str = DEFAULT_KAFKA_VERSION
     base_image: str | None = None
     time_limit: float = 60.0
@@ -299,6 +301,7 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise UsageError("nemesis.steps needs nemesis.faults: the fault packages that carry the steps out")
     validate_proxy(cfg)
     validate_layout(cfg)
+    check_quorum(cfg.quorum, cfg.kafka_version, cfg.controllers, cfg.nemesis.faults)
     if cfg.seed is not None and not isinstance(cfg.seed, int):
         raise UsageError(f"seed must be an integer, got {cfg.seed!r}")
     if w.replay is not None:
