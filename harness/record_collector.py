@@ -18,6 +18,7 @@ from typing import Any
 from broker.cluster import KafkaCluster
 from broker.config import broker_id
 from broker.log_dump import MetadataDump, ReplicaDump, read_metadata_log, read_replica_logs
+from broker.quorum_tool import controller_bootstrap, describe, parse_replication, parse_status
 from broker.txn_tool import find_hanging
 from infra.node import parallel
 
@@ -25,6 +26,7 @@ log = logging.getLogger(__name__)
 
 METADATA_FILE = "metadata.jsonl"
 REPLICAS_FILE = "replicas.jsonl"
+RAFT_LOG_FILE = "raft-log.jsonl"   # read by checkers/raft_log.py
 FIND_HANGING_FILE = "kafka-transactions.jsonl"
 TOPIC_TYPES = ("TopicRecord", "PartitionRecord", "PartitionChangeRecord", "RemoveTopicRecord")
 
@@ -98,6 +100,42 @@ def replica_line(node: str, partition: int, dump: ReplicaDump | None, error: str
             "note": dump.note if dump else None, "error": error}
 
 
+def quorum_describe(kafka_cluster: KafkaCluster, what: str = "status") -> tuple[str, str | None]:
+    """``kafka-metadata-quorum describe --<what>`` on the first controller that
+    answers: (its text, None) or ("", why not). Never raises: a witness, not the run."""
+    boot = controller_bootstrap([n.address for n in kafka_cluster.controller_nodes])
+    why: str | None = "no controller answered"
+    for node in kafka_cluster.controller_nodes:
+        try:
+            answer = describe(node, boot, what)
+        except Exception as exc:  # noqa: BLE001 - a dead node: ask the next
+            why = f"{node.name}: {exc}"
+            continue
+        if answer.ok:
+            return answer.text, None
+        why = answer.summary()
+    return "", why
+
+
+def raft_log_lines(kafka_cluster: KafkaCluster, dumps: dict[str, MetadataDump], before: str,
+                   errors: dict[str, str]) -> list[dict]:
+    """raft-log.jsonl: the quorum as described before and after the logs were
+    read, and every controller's whole metadata log (offset, epoch, digest)."""
+    after, why = quorum_describe(kafka_cluster)
+    replication, why_rep = quorum_describe(kafka_cluster, "replication")
+    status_before, status_after = parse_status(before), parse_status(after)
+    head = {"kchaos-raft-log": 1, "high_watermark": status_before.get("high_watermark"),
+            "status_before": status_before, "status_after": status_after,
+            "replication": parse_replication(replication), "status_text": after, "replication_text": replication,
+            "errors": {**{k: v for k, v in errors.items()},
+                       **({"describe --status": why} if why else {}),
+                       **({"describe --replication": why_rep} if why_rep else {})}}
+    names = {n.name for n in kafka_cluster.controller_nodes}
+    return [head, *({"node": d.node, "log_start_offset": d.log_start_offset, "end_offset": d.end_offset,
+                     "snapshots": d.snapshots, "entries": d.entries}
+                    for name, d in sorted(dumps.items()) if name in names)]
+
+
 def _write_jsonl(path: Path, lines: list[dict]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w") as f:
@@ -114,6 +152,7 @@ def collect_records(kafka_cluster: KafkaCluster, run_dir: Path, topic: str, part
     t0 = time.monotonic()
     read_wall_ms = time.time_ns() // 1_000_000
     parts = list(range(partitions))
+    status_before, why = quorum_describe(kafka_cluster)   # its high watermark bounds what is committed
     results = parallel(lambda n: _read_node(n, topic, parts, max_records), kafka_cluster.nodes)
     errors: dict[str, str] = {}
     dumps: dict[str, MetadataDump] = {}
@@ -130,8 +169,10 @@ def collect_records(kafka_cluster: KafkaCluster, run_dir: Path, topic: str, part
             replicas += [replica_line(name, p, None, res["replicas_error"]) for p in parts]
         else:
             replicas += [replica_line(name, p, d, None) for p, d in sorted(res["replicas"].items())]
-    meta = metadata_lines(dumps, errors, topic)
     run_dir = Path(run_dir)
+    _write_jsonl(run_dir / RAFT_LOG_FILE, raft_log_lines(
+        kafka_cluster, dumps, status_before, {**errors, **({"describe --status before": why} if why else {})}))
+    meta = metadata_lines(dumps, errors, topic)
     _write_jsonl(run_dir / METADATA_FILE, meta)
     _write_jsonl(run_dir / REPLICAS_FILE,
                  [{"kchaos-replicas": 1, "topic": topic, "max_records": max_records,
