@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.cluster import KafkaCluster
-from broker.config import broker_id
+from broker.config import DYNAMIC_QUORUM, broker_id
 from broker.log_dump import MetadataDump, ReplicaDump, read_metadata_log, read_replica_logs
 from broker.quorum_tool import controller_bootstrap, describe, parse_replication, parse_status
 from broker.txn_tool import find_hanging
@@ -121,8 +121,9 @@ def raft_log_lines(kafka_cluster: KafkaCluster, dumps: dict[str, MetadataDump], 
                    errors: dict[str, str]) -> list[dict]:
     """raft-log.jsonl: the quorum as described before and after the logs were
     read, and every controller's whole metadata log (offset, epoch, digest)."""
-    after, why = quorum_describe(kafka_cluster)
-    replication, why_rep = quorum_describe(kafka_cluster, "replication")
+    dynamic = kafka_cluster.settings.quorum == DYNAMIC_QUORUM
+    after, why = quorum_describe(kafka_cluster) if dynamic else ("", None)
+    replication, why_rep = quorum_describe(kafka_cluster, "replication") if dynamic else ("", None)
     status_before, status_after = parse_status(before), parse_status(after)
     head = {"kchaos-raft-log": 1, "high_watermark": status_before.get("high_watermark"),
             "status_before": status_before, "status_after": status_after,
@@ -152,7 +153,10 @@ def collect_records(kafka_cluster: KafkaCluster, run_dir: Path, topic: str, part
     t0 = time.monotonic()
     read_wall_ms = time.time_ns() // 1_000_000
     parts = list(range(partitions))
-    status_before, why = quorum_describe(kafka_cluster)   # its high watermark bounds what is committed
+    # its high watermark bounds what is committed; asked of dynamic quorums only (each describe
+    # is a JVM of a few seconds, which every other run's teardown would pay)
+    dynamic = kafka_cluster.settings.quorum == DYNAMIC_QUORUM
+    status_before, why = quorum_describe(kafka_cluster) if dynamic else ("", "static quorum: not described")
     results = parallel(lambda n: _read_node(n, topic, parts, max_records), kafka_cluster.nodes)
     errors: dict[str, str] = {}
     dumps: dict[str, MetadataDump] = {}
