@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Collection, Sequence
 
-from broker.config import BROKER, BROKER_PORT, COMBINED, CONTROLLER, DATA_DIR, broker_id, new_cluster_id, \
-    property_value
+from broker.config import BROKER, BROKER_PORT, COMBINED, CONTROLLER, DATA_DIR, DYNAMIC_QUORUM, broker_id, \
+    new_cluster_id, property_value
 from broker.lifecycle import Broker, BrokerSettings
+from broker.quorum_tool import initial_controllers
 from infra.distribution import cache_root
 from infra.errors import BrokerNotReady, KchaosError, UsageError
 from infra.node import Node, parallel
@@ -116,7 +117,7 @@ class KafkaCluster:
         cluster_id = cluster_id or new_cluster_id()
         voters = [(n.name, n.address) for n in self.controller_nodes]
         t0 = time.monotonic()
-        first, *rest = self.brokers.values()
+        first = next(iter(self.brokers.values()))
 
         def configure(b: Broker) -> str:
             b.configure(voters, brokers=len(self.broker_nodes))
@@ -132,17 +133,22 @@ class KafkaCluster:
             log.info("no CDS archive for this Kafka and JDK yet: n%s records one during this start",
                      broker_id(first.name))
         t_conf = time.monotonic()
-        bootstrap = boot_path.read_bytes() if boot_path.exists() else None
-        if bootstrap is None:
-            first.format(cluster_id)
-            bootstrap = first.bootstrap_checkpoint()
+        # A dynamic quorum's voters each run StorageTool with the initial voter set
+        # (it writes the voter set into their metadata log); the others format as before.
+        voter_args = self.initial_voter_args() if self.settings.quorum == DYNAMIC_QUORUM else ()
+        plain = [b for b in self.brokers.values() if not voter_args or b.role == BROKER]
+        bootstrap = boot_path.read_bytes() if boot_path.exists() and plain else None
+        todo = plain
+        if bootstrap is None and plain:
+            plain[0].format(cluster_id)
+            bootstrap = plain[0].bootstrap_checkpoint()
             _write_atomic(boot_path, bootstrap)
-            todo = rest
-        else:
-            todo = list(self.brokers.values())
+            todo = plain[1:]
 
         def prepare(b: Broker) -> None:
-            if b in todo:
+            if b not in plain:
+                b.format(cluster_id, voter_args)
+            elif b in todo:
                 b.format_like(cluster_id, bootstrap)
             if have_cds:
                 b.put_cds_archive(cds_path)
@@ -159,6 +165,13 @@ class KafkaCluster:
             self._take_cds_archive(recording, cds_path, timeout_s)
             self.timings["cds_record_s"] = time.monotonic() - t_ready
         return cluster_id
+
+    def initial_voter_args(self) -> list[str]:
+        """StorageTool's ``--initial-controllers`` for every controller, each
+        with a fresh metadata directory id (StorageTool gives a voter the id its
+        entry names: docs/design.md, "Quorum membership")."""
+        return ["--initial-controllers", initial_controllers(
+            [(n.name, n.address, new_cluster_id()) for n in self.controller_nodes])]
 
     def _take_cds_archive(self, broker: Broker, dest: Path, timeout_s: float) -> None:
         """Stop the recording broker (its JVM writes the archive as it exits),

@@ -1,9 +1,11 @@
 """server.properties for a KRaft node: combined (broker + controller), or
 broker-only and controller-only for isolated KRaft (docs/design.md, "Isolated KRaft").
 
-Static voters (``controller.quorum.voters``, every controller), so formatting
-needs no extra flags and the quorum is known up front. Every property can be
-overridden from the run config.
+Static voters (``controller.quorum.voters``, every controller) by default, so
+formatting needs no extra flags and the quorum is known up front; a dynamic
+quorum (KIP-853, Kafka 3.9+) names only ``controller.quorum.bootstrap.servers``
+and the voter set lives in the metadata log (docs/design.md, "Quorum
+membership"). Every property can be overridden from the run config.
 """
 from __future__ import annotations
 
@@ -34,6 +36,12 @@ BROKER = "broker"
 CONTROLLER = "controller"
 PROCESS_ROLES = {COMBINED: "broker,controller", BROKER: "broker", CONTROLLER: "controller"}
 
+# How the KRaft voter set is known: fixed in every node's config (static), or
+# kept in the metadata log and changed with add-/remove-controller (dynamic, KIP-853).
+STATIC_QUORUM = "static"
+DYNAMIC_QUORUM = "dynamic"
+QUORUMS = (STATIC_QUORUM, DYNAMIC_QUORUM)
+
 
 def broker_id(node_name: str) -> int:
     """n1 -> 1: node names and broker ids are the same numbering."""
@@ -62,13 +70,14 @@ def property_value(value: object) -> str:
 
 def render_properties(node_name: str, address: str, voters: Sequence[tuple[str, str]],
                       overrides: Mapping[str, object] | None = None, proxy_port: int | None = None,
-                      role: str = COMBINED, brokers: int | None = None) -> str:
+                      role: str = COMBINED, brokers: int | None = None, quorum: str = STATIC_QUORUM) -> str:
     """``voters`` is every (node name, address) of the controllers (every node
     when combined); ``brokers`` the broker count (replication factors), the
     voter count by default. With ``proxy_port`` the broker gets a PROXY listener
     on PROXY_PORT advertised as 127.0.0.1:``proxy_port``, where the harness's
     proxy for it listens. A broker-only node listens for clients only; a
-    controller-only node for the quorum only, and advertises nothing to clients."""
+    controller-only node for the quorum only, and advertises nothing to clients.
+    A ``quorum`` "dynamic" names the voters' addresses as bootstrap servers, not as voters."""
     n = len(voters) if brokers is None else brokers
     props: dict[str, object] = {
         "process.roles": PROCESS_ROLES[role],
@@ -105,6 +114,9 @@ def render_properties(node_name: str, address: str, voters: Sequence[tuple[str, 
         props["listeners"] += f",PROXY://{address}:{PROXY_PORT}"
         props["advertised.listeners"] += f",PROXY://127.0.0.1:{proxy_port}"
         props["listener.security.protocol.map"] += ",PROXY:PLAINTEXT"
+    if quorum == DYNAMIC_QUORUM:
+        del props["controller.quorum.voters"]
+        props["controller.quorum.bootstrap.servers"] = ",".join(f"{a}:{CONTROLLER_PORT}" for _, a in voters)
     for key, value in (overrides or {}).items():
         props[key] = value
     lines = ["# written by kchaos"]

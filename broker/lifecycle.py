@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from broker.config import COMBINED, CONFIG_PATH, DATA_DIR, FAKETIME_FILE, LOG_DIR, broker_id, new_cluster_id, \
-    render_properties
+from broker.config import COMBINED, CONFIG_PATH, DATA_DIR, FAKETIME_FILE, LOG_DIR, STATIC_QUORUM, broker_id, \
+    new_cluster_id, render_properties
 from infra.distribution import KAFKA_LIB, KAFKA_LOG4J_CONFIG, KafkaDistribution
 from infra.errors import BrokerNotReady, NodeCommandError
 from infra.node import Node, shell_join
@@ -57,6 +57,8 @@ class BrokerSettings:
     cds: bool = True
     # Node name -> the port of its protocol proxy on the harness host (broker.config, PROXY_PORT).
     proxy_ports: dict[str, int] = field(default_factory=dict)
+    # The KRaft voter set: "static" (controller.quorum.voters) or "dynamic" (KIP-853; broker.config).
+    quorum: str = STATIC_QUORUM
 
 
 def _java(node_classpath: str, main: str, *args: str, heap: str = "256m") -> list[str]:
@@ -92,7 +94,7 @@ class Broker:
         text = render_properties(self.node.name, self.node.address, voters,
                                  {**self.settings.properties, **(overrides or {})},
                                  proxy_port=self.settings.proxy_ports.get(self.node.name),
-                                 role=self.role, brokers=brokers)
+                                 role=self.role, brokers=brokers, quorum=self.settings.quorum)
         with tempfile.NamedTemporaryFile("w", suffix=".properties", delete=False) as tmp:
             tmp.write(text)
         self.node.put(Path(tmp.name), CONFIG_PATH)
@@ -101,10 +103,11 @@ class Broker:
         self.node.run(["sh", "-c", f"test -f {FAKETIME_FILE} || echo +0s > {FAKETIME_FILE}"])
         return text
 
-    def format(self, cluster_id: str) -> None:
+    def format(self, cluster_id: str, quorum_args: Sequence[str] = ()) -> None:
         """Kafka's StorageTool: meta.properties and the bootstrap checkpoint (the
-        initial feature levels) in the data folder."""
-        args = ["format", "-t", cluster_id, "-c", CONFIG_PATH, "--ignore-formatted"]
+        initial feature levels) in the data folder. ``quorum_args``: a dynamic
+        quorum's ``--initial-controllers ...`` or ``--no-initial-controllers``."""
+        args = ["format", "-t", cluster_id, "-c", CONFIG_PATH, "--ignore-formatted", *quorum_args]
         for feature, level in sorted(self.settings.features.items()):
             args += ["--feature", f"{feature}={level}"]
         res = self.node.run(_java(f"{KAFKA_LIB}/*", "kafka.tools.StorageTool", *args), timeout=120, check=False)

@@ -18,6 +18,7 @@ Field semantics (common/metadata/*.json in kafka-metadata 4.3.1):
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import posixpath
 import re
@@ -64,6 +65,9 @@ class MetadataDump:
     end_offset: int | None           # last batch's lastOffset + 1
     segments: list[str] = field(default_factory=list)
     snapshots: list[str] = field(default_factory=list)  # *.checkpoint beside the segments
+    # every record, control records too: [offset, leader epoch of its batch, digest of its line]
+    # (checkers/raft_log.py compares the controllers' logs with them)
+    entries: list[list] = field(default_factory=list)
 
 
 @dataclass
@@ -126,6 +130,22 @@ def parse_metadata_dump(text: str, kept: Iterable[str] = KEPT_TYPES) -> list[dic
             if kind in kept:
                 out.append({"offset": int(r.group(1)), "wall_ms": wall_ms, "type": kind,
                             "data": payload.get("data", {})})
+    return out
+
+
+def parse_log_entries(text: str) -> list[list]:
+    """Every record of a ``--cluster-metadata-decoder`` dump -> [offset, leader epoch of
+    its batch, digest]. The digest covers the record's whole line (offset, create time,
+    sizes, payload), which replication copies byte for byte; batch lines are left out
+    (their file position differs between nodes)."""
+    out: list[list] = []
+    for _, lines in _files(text):
+        epoch = None
+        for line in lines:
+            if b := _BATCH.match(line):
+                epoch = int(b.group(4))
+            elif r := _RECORD.match(line):
+                out.append([int(r.group(1)), epoch, hashlib.sha1(line.strip().encode()).hexdigest()[:16]])
     return out
 
 
@@ -307,7 +327,7 @@ def read_metadata_log(node: Node, metadata_dir: str = METADATA_DIR) -> MetadataD
     text = _run(node, _dump_argv(segments, "--cluster-metadata-decoder", kafka_version=node_kafka_version(node)),
                 "dumping the metadata log")
     return MetadataDump(node.name, parse_metadata_dump(text), segment_base(segments[0]),
-                        metadata_end_offset(text), segments, snapshots)
+                        metadata_end_offset(text), segments, snapshots, parse_log_entries(text))
 
 
 def read_replica_logs(node: Node, topic: str, partitions: Iterable[int], max_records: int,

@@ -40,6 +40,7 @@ from history.parquet import history_to_parquet, is_parquet, iter_parquet_rows, p
 from . import reference, session
 from .common import RunFindings, Settings, assemble, crashed
 from .hanging import wanted as hanging_values
+from . import raft_log
 from .kafka_record import RunRecords, load_records
 from .result import CheckResult
 from .settle import markers_of
@@ -279,6 +280,11 @@ def analyze_run(run_dir: str | Path, config: dict[str, Any] | None = None, *, sp
     except HistoryFormatError as e:
         write_results(crashed(settings, _meta(settings, t0), f"history: {e}"), run_dir / "results.json")
         raise
+    raft = raft_log.load(run_dir)     # Kafka's own Raft log, when the run stored one (docs/design.md, "Quorum membership")
+    if raft is not None:
+        result.stats["raft_log"] = raft_log.judge(raft, settings.max_witnesses)
+        if result.stats["raft_log"]["divergences"]:
+            result.valid = False
     result.checker["parquet"] = "converted" if converted else "reused"
     result.checker["seconds"] = round(time.monotonic() - t0, 3)
     write_results(result, run_dir / "results.json")

@@ -17,9 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from broker.cluster import KafkaCluster
-from broker.config import broker_id
+from broker.config import DYNAMIC_QUORUM, broker_id
 from broker.log_dump import (SHARE_STATE_TOPIC, MetadataDump, ReplicaDump, read_metadata_log, read_replica_logs,
                              read_share_state)
+from broker.quorum_tool import controller_bootstrap, describe, parse_replication, parse_status
 from broker.txn_tool import find_hanging
 from infra.node import parallel
 
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 METADATA_FILE = "metadata.jsonl"
 REPLICAS_FILE = "replicas.jsonl"
 SHARE_STATE_FILE = "share-state.jsonl"
+RAFT_LOG_FILE = "raft-log.jsonl"   # read by checkers/raft_log.py
 FIND_HANGING_FILE = "kafka-transactions.jsonl"
 TOPIC_TYPES = ("TopicRecord", "PartitionRecord", "PartitionChangeRecord", "RemoveTopicRecord")
 
@@ -105,6 +107,43 @@ def replica_line(node: str, partition: int, dump: ReplicaDump | None, error: str
             "note": dump.note if dump else None, "error": error}
 
 
+def quorum_describe(kafka_cluster: KafkaCluster, what: str = "status") -> tuple[str, str | None]:
+    """``kafka-metadata-quorum describe --<what>`` on the first controller that
+    answers: (its text, None) or ("", why not). Never raises: a witness, not the run."""
+    boot = controller_bootstrap([n.address for n in kafka_cluster.controller_nodes])
+    why: str | None = "no controller answered"
+    for node in kafka_cluster.controller_nodes:
+        try:
+            answer = describe(node, boot, what)
+        except Exception as exc:  # noqa: BLE001 - a dead node: ask the next
+            why = f"{node.name}: {exc}"
+            continue
+        if answer.ok:
+            return answer.text, None
+        why = answer.summary()
+    return "", why
+
+
+def raft_log_lines(kafka_cluster: KafkaCluster, dumps: dict[str, MetadataDump], before: str,
+                   errors: dict[str, str]) -> list[dict]:
+    """raft-log.jsonl: the quorum as described before and after the logs were
+    read, and every controller's whole metadata log (offset, epoch, digest)."""
+    dynamic = kafka_cluster.settings.quorum == DYNAMIC_QUORUM
+    after, why = quorum_describe(kafka_cluster) if dynamic else ("", None)
+    replication, why_rep = quorum_describe(kafka_cluster, "replication") if dynamic else ("", None)
+    status_before, status_after = parse_status(before), parse_status(after)
+    head = {"kchaos-raft-log": 1, "high_watermark": status_before.get("high_watermark"),
+            "status_before": status_before, "status_after": status_after,
+            "replication": parse_replication(replication), "status_text": after, "replication_text": replication,
+            "errors": {**{k: v for k, v in errors.items()},
+                       **({"describe --status": why} if why else {}),
+                       **({"describe --replication": why_rep} if why_rep else {})}}
+    names = {n.name for n in kafka_cluster.controller_nodes}
+    return [head, *({"node": d.node, "log_start_offset": d.log_start_offset, "end_offset": d.end_offset,
+                     "snapshots": d.snapshots, "entries": d.entries}
+                    for name, d in sorted(dumps.items()) if name in names)]
+
+
 def _write_jsonl(path: Path, lines: list[dict]) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     with open(tmp, "w") as f:
@@ -115,13 +154,17 @@ def _write_jsonl(path: Path, lines: list[dict]) -> None:
 
 def collect_records(kafka_cluster: KafkaCluster, run_dir: Path, topic: str, partitions: int,
                     max_records: int = 200_000) -> dict[str, Any]:
-    """Write ``metadata.jsonl`` and ``replicas.jsonl`` (and ``share-state.jsonl`` when a node
-    holds share-group state) into ``run_dir``; return a summary.
+    """Write ``metadata.jsonl``, ``replicas.jsonl``, ``raft-log.jsonl`` (and ``share-state.jsonl``
+    when a node holds share-group state) into ``run_dir``; return a summary.
     The replicas' header says when the reading began (``read_wall_ms``): a transaction
     still open then is judged by how long after the workload that was (checkers/hanging.py)."""
     t0 = time.monotonic()
     read_wall_ms = time.time_ns() // 1_000_000
     parts = list(range(partitions))
+    # its high watermark bounds what is committed; asked of dynamic quorums only (each describe
+    # is a JVM of a few seconds, which every other run's teardown would pay)
+    dynamic = kafka_cluster.settings.quorum == DYNAMIC_QUORUM
+    status_before, why = quorum_describe(kafka_cluster) if dynamic else ("", "static quorum: not described")
     results = parallel(lambda n: _read_node(n, topic, parts, max_records), kafka_cluster.nodes)
     errors: dict[str, str] = {}
     dumps: dict[str, MetadataDump] = {}
@@ -142,8 +185,10 @@ def collect_records(kafka_cluster: KafkaCluster, run_dir: Path, topic: str, part
                    for res in results for p, recs in sorted(res.get("share_state", {}).items())]
     share_state += [{"node": res["node"], "error": res["share_state_error"]}
                     for res in results if res.get("share_state_error")]
-    meta = metadata_lines(dumps, errors, topic)
     run_dir = Path(run_dir)
+    _write_jsonl(run_dir / RAFT_LOG_FILE, raft_log_lines(
+        kafka_cluster, dumps, status_before, {**errors, **({"describe --status before": why} if why else {})}))
+    meta = metadata_lines(dumps, errors, topic)
     _write_jsonl(run_dir / METADATA_FILE, meta)
     _write_jsonl(run_dir / REPLICAS_FILE,
                  [{"kchaos-replicas": 1, "topic": topic, "max_records": max_records,

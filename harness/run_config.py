@@ -25,6 +25,7 @@ from harness.workload_checks import validate_client, validate_group, validate_sh
 from harness.nemesis_config import validate_planned_moves, validate_proxy, validate_steps
 from nemesis.packages import build_packages, nemeses_of
 from nemesis.upgrade import ROLLING_UPGRADE, UPGRADE_NODE, upgrade_problem
+from nemesis.quorum import check_quorum
 from workloads.kinds import WorkloadKind, kind_of, workload_names
 
 MODES = ("assign", "subscribe", "share")
@@ -112,6 +113,7 @@ class RunConfig:
     seed: int | None = None
     nodes: int = 3                   # brokers (combined broker + controller nodes when controllers = 0)
     controllers: int = 0             # controller-only nodes beside them (isolated KRaft); 0: combined
+    quorum: str = "static"           # the KRaft voter set: "static" (controller.quorum.voters) or "dynamic" (KIP-853)
     kafka_version: str = DEFAULT_KAFKA_VERSION
     # The version the rolling-upgrade fault rolls every node onto (nemesis/upgrade.py); None: no upgrade.
     upgrade_to: str | None = None
@@ -302,6 +304,7 @@ def validate(cfg: RunConfig) -> RunConfig:
         raise UsageError("nemesis.steps needs nemesis.faults: the fault packages that carry the steps out")
     validate_proxy(cfg)
     validate_layout(cfg)
+    check_quorum(cfg.quorum, cfg.kafka_version, cfg.controllers, cfg.nemesis.faults)
     if cfg.seed is not None and not isinstance(cfg.seed, int):
         raise UsageError(f"seed must be an integer, got {cfg.seed!r}")
     if w.replay is not None:

@@ -164,7 +164,7 @@ class Runner:
             nodes_ran = provenance.node_side(cfg.kafka_version, None, None, None)
         self._store_ran({"ran_on": {**self.ran_on, **nodes_ran}})
         self.events.phase("cluster", f"bringing up {cfg.nodes} Kafka {cfg.kafka_version} brokers")
-        settings = BrokerSettings(properties=dict(cfg.broker), features=dict(cfg.broker_features))
+        settings = BrokerSettings(properties=dict(cfg.broker), features=dict(cfg.broker_features), quorum=cfg.quorum)
         if cfg.nemesis.proxy:  # its ports first: the brokers advertise them
             self.proxy = RunProxy(cfg.nemesis.proxy, cfg.nodes, cfg.seed, self.recorder.append)
             settings.proxy_ports = self.proxy.ports

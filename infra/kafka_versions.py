@@ -47,6 +47,11 @@ TABLE: tuple[Row, ...] = (
         "before 3.9 a [broker_features] entry other than metadata.version is refused at config "
         "time (exit 64), since formatting would silently drop it; from 3.9 on Kafka's own refusal "
         "fails the cluster start"),
+    Row("dynamic-quorum", (3, 9, 0),
+        "KIP-853 (3.9): a dynamic KRaft quorum (StorageTool format --standalone / "
+        "--initial-controllers / --no-initial-controllers, controller.quorum.bootstrap.servers, "
+        "kafka-metadata-quorum add-controller and remove-controller)",
+        'quorum = "dynamic" is refused (exit 64) before 3.9'),
     Row("eligible-leader-replicas", (4, 0, 0),
         "KIP-966: the eligible.leader.replicas.version feature (off by default in 4.0, on for "
         "new clusters from 4.1); 3.8 has no ELR and its metadata records no ELR fields",

@@ -7,7 +7,7 @@ talks to Docker or SSH directly.
 Modules: ``core`` (the Nemesis protocol, NemesisContext, composition, target
 resolution), ``topology`` (pure networkx topologies, grudges, DROP rules),
 ``partition``, ``process`` (kill and pause), ``clock``, ``netem``, ``operations``
-(planned leader moves), ``budget``
+(planned leader moves), ``quorum`` (controllers removed and re-added), ``budget``
 (the fault budget of plans), ``packages`` (fault packages, ``plan``,
 ``build_nemesis``, ``heal_all``), ``scenarios``. The
 ``kchaos nemesis`` command is ``harness.nemesis_cli``.
@@ -73,6 +73,11 @@ controlled-        planned-     as elect-preferred; SIGTERM to the leader's brok
 shutdown           moves        ``exit_s``, ``forced``.
 end-move           planned-     restarts shut-down brokers, cancels and undoes reassignments:
                    moves        ``restarted``, ``cancel``, ``restore`` (nemesis.operations).
+remove-controller  quorum-     invoke: ``target`` active-controller | controllers, ``node_index``,
+                   changes      ``decommission``. kafka-metadata-quorum remove-controller (dynamic
+                                quorum): ``controller``, ``answer``, ``voters_before``/``_after``.
+add-controller     quorum-     puts removed controllers back (``target`` "all": every non-voter):
+                   changes      ``answers`` {node: [tool answers]}, ``voters_after`` (nemesis.quorum).
 =================  ===========  ============================================================
 
 A nemesis op whose action failed on some nodes completes with

@@ -25,7 +25,7 @@ from broker.cluster import KafkaCluster
 from broker.lifecycle import PROCESS_PATTERN
 from infra.errors import UsageError
 from infra.node import Node, shell_join
-from nemesis import clock, netem, operations, partition, power, process, upgrade
+from nemesis import clock, netem, operations, partition, power, process, quorum, upgrade
 from nemesis.budget import Budget, Cost, fits, op_costs
 from nemesis.protocol import ComposedNemesis, Nemesis, NemesisContext, Op, compose, each, node_names
 from nemesis.proxy_nemesis import ProxyPackage
@@ -114,6 +114,15 @@ def _draw_client_cut_leader(rng: random.Random, t: float, time_limit_s: float) -
                                                       "partition_index": rng.randrange(INDEX_RANGE)}}
 
 
+def _draw_quorum_change(rng: random.Random, t: float, time_limit_s: float) -> Op:
+    """A controller removed from the quorum (nemesis.quorum): the active one or a
+    voter by index, sometimes decommissioned (its disk formatted anew)."""
+    return {"f": quorum.REMOVE_CONTROLLER,
+            "value": {"fault": quorum.QUORUM_CHANGES, "target": _weighted(
+                rng, [(quorum.ACTIVE_CONTROLLER, 1), (quorum.CONTROLLERS, 1)]),
+                "node_index": rng.randrange(INDEX_RANGE), "decommission": rng.random() < 0.3}}
+
+
 PLANNED_MOVE_WEIGHTS = ((operations.ELECT_PREFERRED, 1), (operations.REASSIGN, 1), (operations.CONTROLLED_SHUTDOWN, 1))
 
 
@@ -188,6 +197,11 @@ BY_NAME_ONLY: dict[str, FaultPackage] = {
         "planned-moves", "#862e9c", operations.MOVES, operations.END_MOVE, operations.PlannedMovesNemesis,
         _draw_planned_move, ({"f": operations.END_MOVE, "value": {"fault": operations.PLANNED_MOVES,
                                                                   "target": "all"}},)),
+    # Controllers removed from a dynamic quorum and put back (KIP-853, KAFKA-17608).
+    "quorum-changes": FaultPackage(
+        "quorum-changes", "#0c8599", (quorum.REMOVE_CONTROLLER,), quorum.ADD_CONTROLLER, quorum.QuorumNemesis,
+        _draw_quorum_change, ({"f": quorum.ADD_CONTROLLER, "value": {"fault": quorum.QUORUM_CHANGES,
+                                                                     "target": "all"}},)),
     # The protocol proxy's rules ([[nemesis.proxy]]), armed for the whole workload.
     "proxy": ProxyPackage(),  # type: ignore[dict-item]  # plans itself, as scenario packages do
     # One roll of every node onto the run's upgrade_to, then the metadata.version bump (nemesis.upgrade).
