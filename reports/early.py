@@ -21,7 +21,7 @@ from typing import Any
 from .digest import Digest
 from .fault_progress import run_progress
 from .faults import fault_timeline
-from .load import load_run, read_digest
+from .load import read_config, read_digest
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +44,7 @@ def early_parts(run_dir: Path) -> EarlyParts:
     parts = EarlyParts(d, notes)
     if not notes:
         try:
-            parts.made[PROGRESS] = run_progress(d, load_run(Path(run_dir)).config)
+            parts.made[PROGRESS] = run_progress(d, read_config(Path(run_dir), []))
         except Exception:  # noqa: BLE001 - made again after the checks, where its failure shows
             log.debug("fault progress not made beside the checks", exc_info=True)
         from .plots import latency_plot, plot_context   # matplotlib only when drawing

@@ -214,6 +214,18 @@ def _read_json(path: Path, what: str, notes: list[str]) -> Any:
         return None
 
 
+def read_config(run_dir: Path, notes: list[str]) -> dict[str, Any]:
+    """The run's config.json, or {} with a note on why it could not be had."""
+    cfg_path = Path(run_dir) / "config.json"
+    cfg = _read_json(cfg_path, "The run config", notes)
+    if cfg is None and not cfg_path.exists():
+        notes.append("config.json is missing: the configuration and seed are unknown.")
+    if cfg is not None and not isinstance(cfg, dict):
+        notes.append("config.json is not a JSON object; ignored.")
+        cfg = None
+    return cfg or {}
+
+
 def load_run(run_dir: Path) -> RunData:
     run_dir = Path(run_dir)
     run = RunData(run_dir=run_dir)
@@ -221,14 +233,7 @@ def load_run(run_dir: Path) -> RunData:
         run.notes.append(f"Run folder {run_dir} does not exist.")
         return run
 
-    cfg_path = run_dir / "config.json"
-    cfg = _read_json(cfg_path, "The run config", run.notes)
-    if cfg is None and not cfg_path.exists():
-        run.notes.append("config.json is missing: the configuration and seed are unknown.")
-    if cfg is not None and not isinstance(cfg, dict):
-        run.notes.append("config.json is not a JSON object; ignored.")
-        cfg = None
-    run.config = cfg or {}
+    run.config = read_config(run_dir, run.notes)
 
     res_path = run_dir / "results.json"
     res = _read_json(res_path, "The checker results", run.notes)
