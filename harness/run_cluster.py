@@ -173,10 +173,7 @@ def _cluster_up_ssh(name: str, inventory: str | Path | None, kafka_version: str,
     t0 = time.monotonic()
     dist = resolve_kafka(kafka_version)
     inv = load_inventory(inventory)
-    if controllers and controllers != len(inv.controllers):
-        raise UsageError(f"{controllers} controllers asked, but the inventory has {len(inv.controllers)} "
-                         'controller hosts: on SSH hosts the inventory says which are controllers '
-                         '(role = "controller")')
+    inv.require_controllers(controllers)
     nodes = connect_all(inv)
     try:
         ssh_claim.claim_all(nodes, name, kept=kept_clusters())

@@ -380,8 +380,6 @@ def _validate_backend(cfg: RunConfig) -> None:
         raise UsageError('backend "ssh" needs an inventory file: inventory = "hosts.toml" or --inventory FILE')
     inv = load_inventory(cfg.inventory)  # raises InventoryError (a UsageError) naming the mistake
     cfg.inventory = str(inv.path)
+    inv.require_controllers(cfg.controllers)
     controllers = len(inv.controllers)
-    if cfg.controllers and cfg.controllers != controllers:
-        raise UsageError(f"controllers = {cfg.controllers}, but the inventory has {controllers} controller hosts: "
-                         'on SSH hosts the inventory says which are controllers (role = "controller")')
     cfg.nodes, cfg.controllers = len(inv) - controllers, controllers

@@ -78,6 +78,14 @@ class Inventory:
         """The names of the controller-only hosts; empty when every node is combined."""
         return tuple(h.name for h in self.hosts if h.role == CONTROLLER)
 
+    def require_controllers(self, count: int) -> None:
+        """``count`` controllers asked (0: whatever the roles say) must be the
+        inventory's: on SSH hosts the roles say which are controllers."""
+        if count and count != len(self.controllers):
+            raise InventoryError(f"{count} controllers asked, but the inventory has {len(self.controllers)} "
+                                 'controller hosts: on SSH hosts the inventory says which are controllers '
+                                 '(role = "controller")')
+
 
 def _path(value: Any, where: str, base: Path, must_exist: bool) -> Path:
     if not isinstance(value, str) or not value.strip():

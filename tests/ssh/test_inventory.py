@@ -92,7 +92,7 @@ def test_run_config_backend_validation(tmp_path: Path):
     cfg = validate(RunConfig(backend="ssh", inventory=str(roles), topic={"min.insync.replicas": 1},
                              workload=WorkloadConfig(replication_factor=2)))
     assert (cfg.nodes, cfg.controllers) == (2, 1)
-    with pytest.raises(UsageError, match="controllers = 3, but the inventory has 1 controller hosts"):
+    with pytest.raises(UsageError, match="3 controllers asked, but the inventory has 1 controller hosts"):
         validate(RunConfig(backend="ssh", inventory=str(roles), controllers=3, topic={"min.insync.replicas": 1},
                            workload=WorkloadConfig(replication_factor=2)))
 
