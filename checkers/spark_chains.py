@@ -51,9 +51,12 @@ def poll_chains(plog: "PartitionLog") -> None:
     _rebalance_cuts(ctx, run, p, proc, ids, pr, cu, chained)
     # known offsets strictly between the two reads (a read_committed reader's: known_rc)
     known, known_rc, rc = plog.known, plog.known_rc, plog.rc
-    use = rc[cu]
-    rank_p = np.where(use, np.searchsorted(known_rc, off[pr], "right"), np.searchsorted(known, off[pr], "right"))
-    rank_c = np.where(use, np.searchsorted(known_rc, off[cu]), np.searchsorted(known, off[cu]))
+    at_p = np.maximum(pred, 0)
+    rank_p, rank_c = _ranks(known, off[order], at_p)
+    if known_rc is not known:         # a read_committed read counts only the offsets it could see
+        use = rc[cu]
+        rc_p, rc_c = _ranks(known_rc, off[order], at_p)
+        rank_p, rank_c = np.where(use, rc_p, rank_p), np.where(use, rc_c, rank_c)
     back = chained & (off[cu] <= off[pr])
     gap = rank_c - rank_p
     skip = chained & ~back & (gap > 0)
@@ -73,6 +76,17 @@ def poll_chains(plog: "PartitionLog") -> None:
                 extra.update({"skipped": [int(x) for x in src[lo: lo + min(gap[i], SKIPPED_LIMIT)]],
                               "skipped_count": int(gap[i])})
             out.witness(typ, [p, ids[b], pos[b]], [off[a], off[b]], [val[a], val[b]], wids, extra=extra or None)
+
+
+def _ranks(known: np.ndarray, offs: np.ndarray, at_p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For each link (the read at ``at_p`` in chain order before the next
+    one): how many of ``known`` lie at or below its first read's offset, and
+    below its second's. One search of the reads in chain order, where offsets
+    mostly rise (numpy's search narrows from the last key's place), not one
+    per end of each link."""
+    left = np.searchsorted(known, offs)
+    right = left + (known[np.minimum(left, len(known) - 1)] == offs) if len(known) else left
+    return right[at_p], left[1:]
 
 
 def _resets(ctx: "Context", run: int, p: int, proc: np.ndarray, ids: np.ndarray, pr: np.ndarray,
