@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -226,3 +227,40 @@ def collect_find_hanging(kafka_cluster: KafkaCluster, run_dir: Path) -> int | No
     log.info("kafka-transactions find-hanging: %d of %d brokers answered, %d hanging transaction(s)",
              len(answered), len(results), found)
     return found if answered else None
+
+
+class RecordReading:
+    """Kafka's record of one run (``collect_records``), read once before the nodes go.
+
+    A run whose checks do not time the reading reads it in a thread beside the final
+    drain: the drain only reads the topic, so the replicas' data and the metadata log are
+    what they will be, and one after the other the two took 99 s and 24 s after a
+    10-minute run (docs/benchmarks.md, "A 10-minute soak"). A run with transactions reads
+    it after the drain: the hanging-transaction check counts how long after the
+    workload the replicas were read (checkers/hanging.py), and beside the drain that
+    would always be too soon to tell."""
+
+    def __init__(self, kafka_cluster: KafkaCluster, run_dir: Path, topic: str, partitions: int):
+        self._args = (kafka_cluster, run_dir, topic, partitions)
+        self._thread: threading.Thread | None = None
+        self._done = False
+
+    def begin_beside_drain(self) -> None:
+        if self._thread is None and not self._done:
+            log.info("reading Kafka's record beside the final drain")
+            self._thread = threading.Thread(target=self._read, name="kchaos-records", daemon=True)
+            self._thread.start()
+
+    def finish(self) -> None:
+        """Wait for the reading begun beside the drain, or read now."""
+        if self._thread is not None:
+            self._thread.join()
+        elif not self._done:
+            self._read()
+
+    def _read(self) -> None:
+        self._done = True
+        try:
+            collect_records(*self._args)
+        except Exception as exc:  # noqa: BLE001 - the run must still end and be analysed
+            log.warning("reading Kafka's records failed: %s", exc)

@@ -26,7 +26,7 @@ from harness.analysis import analyze
 from harness.fault_pacing import FaultPace
 from harness.client_config import TOPIC, client_context, run_group_id, stored_client_settings
 from harness.progress import RunListener, as_listener, fault_line
-from harness.record_collector import collect_find_hanging, collect_records
+from harness.record_collector import RecordReading, collect_find_hanging
 from harness.run_cluster import ClusterHandle, cluster_up, mark_kept, sweep_dead_runs
 from harness.run_config import RunConfig, workload_kind
 from harness.samplers import GroupOffsetSampler, controller_partition_states, metadata_sample
@@ -79,6 +79,7 @@ class Runner:
         self.sampling_done = threading.Event()   # the sampler runs on through the final phase
         self.drain_completed: dict[int, bool] = {}
         self.cluster: ClusterHandle | None = None
+        self.records: RecordReading | None = None    # Kafka's own record, once the cluster is up
         self.nemesis = None
         self.packages: list = []
         self.faults = FaultTracker()     # what the progress line says is in effect
@@ -174,6 +175,7 @@ class Runner:
         self.cluster = cluster_up(name, cfg.nodes, cfg.kafka_version, cfg.base_image, settings,
                                   backend=cfg.backend, inventory=cfg.inventory, controllers=cfg.controllers)
         log.info("cluster %s up: %s", name, self.cluster.timings)
+        self.records = RecordReading(self.cluster.kafka, self.run_dir, TOPIC, cfg.workload.partitions)
         if self.proxy is not None:
             self.proxy.start(self.cluster.kafka)
         if cfg.keep_cluster:
@@ -271,6 +273,8 @@ class Runner:
         time.sleep(cfg.recovery)
         if self.kind.finish is not None:   # e.g. the share drain: the group accepts what it still holds
             self.kind.finish(self._client_context(FINISH_PROCESS), self.recorder.append, log, cfg.drain_timeout)
+        if self.records is not None and "hanging-transaction" not in self.kind.checks:
+            self.records.begin_beside_drain()
         completed = drain(kafka.bootstrap(), TOPIC, cfg.workload.partitions, cfg.consumer, self.recorder.append,
                           cfg.drain_timeout, max_acked=max_acked, wait=waits)
         self.drain_completed = completed
@@ -292,10 +296,8 @@ class Runner:
         if self.cluster is not None:
             if interrupted:
                 self._heal_everything(restart_dead=False)
-            try:  # Kafka's own record (metadata.jsonl, replicas.jsonl), read before the nodes go
-                collect_records(self.cluster.kafka, self.run_dir, TOPIC, self.cfg.workload.partitions)
-            except Exception as exc:
-                log.warning("reading Kafka's records failed: %s", exc)
+            if self.records is not None:
+                self.records.finish()     # read before the nodes go
             if "hanging-transaction" in self.kind.checks:     # Kafka's tool on them (KIP-664)
                 collect_find_hanging(self.cluster.kafka, self.run_dir)
             try:

@@ -53,6 +53,15 @@ def test_short_run_under_kills_is_valid_and_reads_kafkas_record(run38):
     assert len(replicas) == 9 and not any(r.get("error") for r in replicas)
     assert sum(len(r["records"] or []) for r in replicas) > 0
 
+    # read beside the final drain (harness/record_collector.RecordReading), yet complete: every
+    # acknowledged value of the history is in some replica's listing
+    assert "reading Kafka's record beside the final drain" in (outcome.run_dir / "kchaos.log").read_text()
+    listed = {(r["partition"], rec[1]) for r in replicas for rec in (r["records"] or [])}  # [offset, value, ..]
+    acked = {(m[0], m[1]) for op in map(json.loads, history.splitlines())   # messages: [partition, value, offset]
+             if op.get("f") == "send" and op.get("type") == "ok" for m in (op.get("value") or [])
+             if m[2] is not None}
+    assert acked and acked <= listed, sorted(acked - listed)[:10]
+
     server_log = (outcome.run_dir / "nodes" / "n1" / "server.log").read_text()
     assert f"Kafka version: {VERSION}" in server_log   # log4j2 got the broker's logs, not reload4j
 
