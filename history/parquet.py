@@ -30,6 +30,15 @@ from history.paired import PARQUET_SCHEMA, PairedOp, pair_ops
 log = logging.getLogger(__name__)
 
 ROW_GROUP = 50_000
+# Dictionary encoding only for columns of few distinct values. pyarrow's default tries it on
+# every column and, on unique int64s (op indexes, times), pays for a dictionary it then gives
+# up: 40 row groups of the 10M-op bench history took about 1.4 s of CPU to write instead of
+# 2.0 s, 66 MB instead of 76 MB, and read no slower (the message index does the same).
+FEW_VALUED = ("run", "process", "role", "type", "f", "error", "node", "producer", "isolation", "group",
+              "controller", "fault", "generation", "messages.list.element.partition", "partitions.list.element",
+              "partition_starts.list.element", "reads.list.element.partition",
+              "committed.list.element.partition", "revoked.list.element", "sample.list.element.partition",
+              "sample.list.element.leader", "sample.list.element.isr.list.element")
 JSONL_BYTES = b"kchaos-jsonl-bytes"    # footer key: size of the history.jsonl this file pairs
 
 
@@ -49,7 +58,7 @@ class PairedOpsWriter:
     def __init__(self, path: Path, schema: pa.Schema = PARQUET_SCHEMA):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._history = pq.ParquetWriter(self.path, schema)
+        self._history = pq.ParquetWriter(self.path, schema, use_dictionary=list(FEW_VALUED))
         self._index: IndexWriter | None = IndexWriter(index_path(self.path))
 
     def write(self, table: pa.Table, row_group_size: int = ROW_GROUP) -> None:

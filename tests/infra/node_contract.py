@@ -33,6 +33,13 @@ class NodeContract:
         tricky = "a b; echo $HOME 'quoted' \"double\" `x`"
         assert node.run(["printf", "%s", tricky]).out == tricky
 
+    def test_large_output_comes_back_whole(self, node):
+        # a replica dump prints this much and more (broker/log_dump.py); both streams, interleaved
+        res = node.run(["sh", "-c", "seq 1 3000000; seq 1 1000 >&2"], timeout=120)
+        lines = res.out.splitlines()
+        assert len(res.out) > 20_000_000 and lines[0] == "1" and lines[-1] == "3000000" and len(lines) == 3_000_000
+        assert res.err.splitlines()[-1] == "1000"
+
     def test_stdin_reaches_the_command(self, node):
         assert node.run(["cat"], stdin=b"from stdin\n").out == "from stdin\n"
 
