@@ -30,7 +30,7 @@ from broker.config import DATA_DIR
 from infra.distribution import DEFAULT_KAFKA_VERSION, KAFKA_LIB
 from infra.errors import KchaosError
 from infra.kafka_versions import features, installed_version
-from infra.node import Node
+from infra.node import Node, shell_join
 
 METADATA_DIR = f"{DATA_DIR}/__cluster_metadata-0"
 DUMP_TIMEOUT_S = 300.0
@@ -300,16 +300,30 @@ def _run(node: Node, argv: Sequence[str], what: str, timeout: float = DUMP_TIMEO
     return res.out
 
 
-def _list_files(node: Node, dirs: Sequence[str]) -> dict[str, list[tuple[str, int]]]:
-    """{dir: [(file, size)]} for the dirs that exist (missing ones are left out)."""
-    res = node.run(["find", *dirs, "-maxdepth", "1", "-type", "f", "-printf", "%p %s\n"],
-                   check=False, timeout=30)
+_LISTED = "kchaos-listing-end"
+
+
+def _list_files(node: Node, dirs: Sequence[str], attempts: int = 3) -> dict[str, list[tuple[str, int]]]:
+    """{dir: [(file, size)]} for the dirs that exist (missing ones are left out).
+
+    The listing ends with a mark: a node whose output came back without it (seen under
+    load: a replica listing empty, exit 0, so a node's replicas were silently left out of
+    replicas.jsonl) is asked again, and then is an error, never an empty listing."""
+    for _ in range(attempts):
+        res = node.run(["sh", "-c", f"find {shell_join(dirs)} -maxdepth 1 -type f -printf '%p %s\\n'; "
+                                    f"rc=$?; echo {_LISTED} $rc"], check=False, timeout=30)
+        lines = res.out.splitlines()
+        if res.exit == 0 and lines and lines[-1].startswith(_LISTED + " "):
+            break
+    else:
+        raise RecordReadError(f"{node.name}: listing {', '.join(dirs)} came back incomplete "
+                              f"{attempts} times (exit {res.exit}): {res.err.strip()[:300]}")
     out: dict[str, list[tuple[str, int]]] = {}
-    for line in res.out.splitlines():
+    for line in lines[:-1]:
         path, _, size = line.rpartition(" ")
         if path and size.isdigit():
             out.setdefault(posixpath.dirname(path), []).append((path, int(size)))
-    if res.exit != 0 and not out and "No such file" not in res.err:
+    if lines[-1] != f"{_LISTED} 0" and not out and "No such file" not in res.err:
         raise RecordReadError(f"{node.name}: listing {', '.join(dirs)} failed: {res.err.strip()[:300]}")
     return {d: sorted(files) for d, files in out.items()}
 
