@@ -96,6 +96,10 @@ def keeps_committing(log: RaftLog) -> bool | None:
     return after > before
 
 
+def _voter_ids(status: dict[str, Any]) -> list[int]:
+    return sorted(int(v["id"]) for v in status.get("voters") or [])
+
+
 def judge(log: RaftLog, max_witnesses: int = 10) -> dict[str, Any]:
     """The summary a report shows: the committed offset, the offsets compared,
     the divergences below it (the anomaly), and whether the quorum kept committing."""
@@ -109,7 +113,10 @@ def judge(log: RaftLog, max_witnesses: int = 10) -> dict[str, Any]:
             "witnesses": [{"offset": d.offset, "nodes": list(d.nodes), "entries": [list(e) for e in d.entries]}
                           for d in found[:max_witnesses]],
             "keeps_committing": keeps_committing(log),
-            "voters": sorted(int(v["id"]) for v in log.status_after.get("voters") or []),
+            # the two describes around the reading, for the report's words on them
+            "high_watermarks": [log.status_before.get("high_watermark"), log.status_after.get("high_watermark")],
+            "voters_before": _voter_ids(log.status_before),
+            "voters": _voter_ids(log.status_after),
             "errors": dict(log.errors)}
 
 

@@ -9,7 +9,7 @@ resolution), ``topology`` (pure networkx topologies, grudges, DROP rules),
 ``partition``, ``process`` (kill and pause), ``clock``, ``netem``, ``operations``
 (planned leader moves), ``quorum`` (controllers removed and re-added), ``budget``
 (the fault budget of plans), ``packages`` (fault packages, ``plan``,
-``build_nemesis``, ``heal_all``), ``scenarios``. The
+``build_nemesis``, ``heal_all``), ``draws`` (what each package's start ops aim at), ``scenarios``. The
 ``kchaos nemesis`` command is ``harness.nemesis_cli``.
 
 Op names (``f``), in start/stop pairs; every completed value carries

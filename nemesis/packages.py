@@ -4,14 +4,8 @@
 them into a fault timeline, deterministically from one seeded RNG; the runner
 invokes each op of the timeline on ``build_nemesis(packages, ctx)`` at its
 time, then the packages' ``final_ops`` (or ``heal_all``) in its final phase.
-
-Plans name targets abstractly, because the cluster's state at fault time is
-unknown when the plan is drawn: ``node_index`` (an index into the sorted node
-names, taken modulo the node count; drawn below 840, which every count up to 8
-divides, so the choice is uniform), ``partition_index`` (likewise, for the
-leader of a partition of the run's topic) and ``seed`` (for random halves,
-rings, bridges and minorities). The nemesis resolves them when it acts and
-records the resolved nodes in the completed op.
+What each package's start ops look like (their abstract targets) is drawn in
+``nemesis.draws``.
 """
 from __future__ import annotations
 
@@ -26,6 +20,8 @@ from broker.lifecycle import PROCESS_PATTERN
 from infra.errors import UsageError
 from infra.node import Node, shell_join
 from nemesis import clock, netem, operations, partition, power, process, quorum, upgrade
+from nemesis.draws import (draw_clock, draw_client_cut_leader, draw_kill, draw_netem, draw_partition, draw_pause,
+                           draw_planned_move, draw_power, draw_quorum_change)
 from nemesis.budget import Budget, Cost, fits, op_costs
 from nemesis.protocol import ComposedNemesis, Nemesis, NemesisContext, Op, compose, each, node_names
 from nemesis.proxy_nemesis import ProxyPackage
@@ -33,8 +29,6 @@ from nemesis.proxy_nemesis import ProxyPackage
 log = logging.getLogger(__name__)
 
 REDRAWS = 10  # a budgeted plan's tries to draw a start that fits
-INDEX_RANGE = 840  # lcm(1..8): index % n is uniform for every node count up to 8
-SEED_RANGE = 1 << 31
 
 
 @dataclass(frozen=True)
@@ -65,142 +59,43 @@ def copy_op(op: Op) -> Op:
     return {"f": op["f"], "value": dict(op.get("value") or {})}
 
 
-def _weighted(rng: random.Random, choices: Sequence[tuple[Any, int]]) -> Any:
-    total = sum(w for _, w in choices)
-    x = rng.randrange(total)
-    for item, w in choices:
-        if x < w:
-            return item
-        x -= w
-    raise AssertionError("unreachable")
-
-
-def _target(rng: random.Random) -> dict[str, Any]:
-    """An abstract process/clock target."""
-    kind = _weighted(rng, [("node", 3), ("leader", 3), ("controller", 2), ("minority", 1), ("all", 1)])
-    if kind == "node":
-        return {"target": "node", "node_index": rng.randrange(INDEX_RANGE)}
-    if kind == "leader":
-        return {"target": "leader", "partition_index": rng.randrange(INDEX_RANGE)}
-    if kind == "minority":
-        return {"target": "minority", "seed": rng.randrange(SEED_RANGE)}
-    return {"target": kind}
-
-
-def _draw_partition(rng: random.Random, t: float, time_limit_s: float) -> Op:
-    topology = _weighted(rng, [("isolate-node", 2), ("isolate-leader", 3), ("isolate-controller", 1),
-                               ("halves", 2), ("majorities-ring", 1), ("bridge", 1), ("one-way", 1),
-                               ("client-cut-node", 1), ("client-cut-leader", 2), ("client-only-leader", 1)])
-    value: dict[str, Any] = {"fault": "partition", "topology": topology}
-    if topology in ("isolate-node", "one-way", "client-cut-node"):
-        value["node_index"] = rng.randrange(INDEX_RANGE)
-    elif topology in ("isolate-leader", "client-cut-leader", "client-only-leader"):
-        value["partition_index"] = rng.randrange(INDEX_RANGE)
-    elif topology in ("halves", "majorities-ring", "bridge"):
-        value["seed"] = rng.randrange(SEED_RANGE)
-    return {"f": partition.START_PARTITION, "value": value}
-
-
-def _draw_kill(rng: random.Random, t: float, time_limit_s: float) -> Op:
-    return {"f": process.KILL, "value": {"fault": "kill", **_target(rng)}}
-
-
-def _draw_pause(rng: random.Random, t: float, time_limit_s: float) -> Op:
-    return {"f": process.PAUSE, "value": {"fault": "pause", **_target(rng)}}
-
-
-def _draw_client_cut_leader(rng: random.Random, t: float, time_limit_s: float) -> Op:
-    return {"f": partition.START_PARTITION, "value": {"fault": "partition", "topology": "client-cut-leader",
-                                                      "partition_index": rng.randrange(INDEX_RANGE)}}
-
-
-def _draw_quorum_change(rng: random.Random, t: float, time_limit_s: float) -> Op:
-    """A controller removed from the quorum (nemesis.quorum): the active one or a
-    voter by index, sometimes decommissioned (its disk formatted anew)."""
-    return {"f": quorum.REMOVE_CONTROLLER,
-            "value": {"fault": quorum.QUORUM_CHANGES, "target": _weighted(
-                rng, [(quorum.ACTIVE_CONTROLLER, 1), (quorum.CONTROLLERS, 1)]),
-                "node_index": rng.randrange(INDEX_RANGE), "decommission": rng.random() < 0.3}}
-
-
-PLANNED_MOVE_WEIGHTS = ((operations.ELECT_PREFERRED, 1), (operations.REASSIGN, 1), (operations.CONTROLLED_SHUTDOWN, 1))
-
-
-def _draw_planned_move(rng: random.Random, t: float, time_limit_s: float) -> Op:
-    """One planned leader move (nemesis.operations) of a partition's leader."""
-    return {"f": _weighted(rng, PLANNED_MOVE_WEIGHTS),
-            "value": {"fault": operations.PLANNED_MOVES, "target": "leader",
-                      "partition_index": rng.randrange(INDEX_RANGE)}}
-
-
-def _draw_power(rng: random.Random, t: float, time_limit_s: float) -> Op:
-    return {"f": power.POWER_LOSS, "value": {"fault": power.FAULT, **_target(rng)}}
-
-
-NETEM_DELAYS_MS = (20, 50, 100, 250, 500, 1000)
-
-
-def _draw_netem(rng: random.Random, t: float, time_limit_s: float) -> Op:
-    value: dict[str, Any] = {"fault": "netem", **_target(rng),
-                             "links": _weighted(rng, [("all", 2), ("peers", 2), ("client", 1)])}
-    delay = rng.choice(NETEM_DELAYS_MS) if rng.random() < 0.8 else 0
-    loss = rng.choice((1, 5, 20)) if not delay or rng.random() < 0.3 else 0
-    value.update(delay_ms=delay, jitter_ms=round(delay * rng.choice((0, 0.1, 0.5)), 3), loss_pct=loss,
-                 reorder_pct=rng.choice((0, 0, 10, 25)) if delay else 0)
-    return {"f": netem.START_NETEM, "value": value}
-
-
-CLOCK_MAGNITUDES_S = (2, 30, 120, 600, 3600)
-
-
-def _draw_clock(rng: random.Random, t: float, time_limit_s: float) -> Op:
-    target = _target(rng)
-    offset = rng.choice((-1, 1)) * rng.choice(CLOCK_MAGNITUDES_S)
-    if rng.random() < 0.7:
-        return {"f": clock.BUMP, "value": {"fault": "clock", **target, "offset_s": offset}}
-    # The loop runs at most until the end of the run; the package's stop kills it sooner.
-    return {"f": clock.STROBE, "value": {"fault": "clock", **target, "offsets_s": [0, offset],
-                                         "period_s": rng.choice((2.5, 4.0, 7.0)),
-                                         "duration_s": max(1.0, round(time_limit_s - t + 1.0, 3))}}
-
-
 PACKAGES: dict[str, FaultPackage] = {
     "partition": FaultPackage(
         "partition", "#e8590c", (partition.START_PARTITION,), partition.STOP_PARTITION, partition.PartitionNemesis,
-        _draw_partition, ({"f": partition.STOP_PARTITION, "value": {"fault": "partition"}},)),
+        draw_partition, ({"f": partition.STOP_PARTITION, "value": {"fault": "partition"}},)),
     "kill": FaultPackage(
-        "kill", "#c2255c", (process.KILL,), process.RESTART, process.KillNemesis, _draw_kill,
+        "kill", "#c2255c", (process.KILL,), process.RESTART, process.KillNemesis, draw_kill,
         ({"f": process.RESTART, "value": {"fault": "kill", "target": "all"}},)),
     "pause": FaultPackage(
-        "pause", "#1971c2", (process.PAUSE,), process.RESUME, process.PauseNemesis, _draw_pause,
+        "pause", "#1971c2", (process.PAUSE,), process.RESUME, process.PauseNemesis, draw_pause,
         ({"f": process.RESUME, "value": {"fault": "pause", "target": "all"}},)),
     "clock": FaultPackage(
-        "clock", "#2f9e44", (clock.BUMP, clock.STROBE), clock.RESET, clock.ClockNemesis, _draw_clock,
+        "clock", "#2f9e44", (clock.BUMP, clock.STROBE), clock.RESET, clock.ClockNemesis, draw_clock,
         ({"f": clock.RESET, "value": {"fault": "clock"}},)),
     "netem": FaultPackage(
-        "netem", "#f08c00", (netem.START_NETEM,), netem.STOP_NETEM, netem.NetemNemesis, _draw_netem,
+        "netem", "#f08c00", (netem.START_NETEM,), netem.STOP_NETEM, netem.NetemNemesis, draw_netem,
         ({"f": netem.STOP_NETEM, "value": {"fault": "netem"}},)),
 }
 # Packages chosen by name only, not part of ``all`` (they share ops with one above).
 BY_NAME_ONLY: dict[str, FaultPackage] = {
     "client-cut-leader": FaultPackage(
         "client-cut-leader", "#d6336c", (partition.START_PARTITION,), partition.STOP_PARTITION,
-        partition.PartitionNemesis, _draw_client_cut_leader,
+        partition.PartitionNemesis, draw_client_cut_leader,
         ({"f": partition.STOP_PARTITION, "value": {"fault": "partition"}},)),
     # Loses what Kafka never fsynced (acknowledged writes too, on default flush
     # settings): a finding of its own, so never in the default mix.
     "power-loss": FaultPackage(
-        "power-loss", "#5c940d", (power.POWER_LOSS,), power.POWER_ON, power.PowerLossNemesis, _draw_power,
+        "power-loss", "#5c940d", (power.POWER_LOSS,), power.POWER_ON, power.PowerLossNemesis, draw_power,
         ({"f": power.POWER_ON, "value": {"fault": power.FAULT, "target": "all"}},)),
     # Leader moves an operator makes on purpose (KAFKA-20554): a finding of their own under acks=1.
     "planned-moves": FaultPackage(
         "planned-moves", "#862e9c", operations.MOVES, operations.END_MOVE, operations.PlannedMovesNemesis,
-        _draw_planned_move, ({"f": operations.END_MOVE, "value": {"fault": operations.PLANNED_MOVES,
+        draw_planned_move, ({"f": operations.END_MOVE, "value": {"fault": operations.PLANNED_MOVES,
                                                                   "target": "all"}},)),
     # Controllers removed from a dynamic quorum and put back (KIP-853, KAFKA-17608).
     "quorum-changes": FaultPackage(
         "quorum-changes", "#0c8599", (quorum.REMOVE_CONTROLLER,), quorum.ADD_CONTROLLER, quorum.QuorumNemesis,
-        _draw_quorum_change, ({"f": quorum.ADD_CONTROLLER, "value": {"fault": quorum.QUORUM_CHANGES,
+        draw_quorum_change, ({"f": quorum.ADD_CONTROLLER, "value": {"fault": quorum.QUORUM_CHANGES,
                                                                      "target": "all"}},)),
     # The protocol proxy's rules ([[nemesis.proxy]]), armed for the whole workload.
     "proxy": ProxyPackage(),  # type: ignore[dict-item]  # plans itself, as scenario packages do

@@ -60,7 +60,7 @@ ROLE_KEYS = ("target", "node_index", "seed", "group", "transactional_id", "share
 ISOLATED_ONLY = (CONTROLLERS, BROKERS)
 # The faults whose starts aim at one node and so can aim at a role.
 TARGETABLE_FAULTS = ("kill", "pause", "power-loss", "netem", "clock", "partition")
-INDEX_RANGE = 840  # as nemesis.packages: index % n is uniform for every count up to 8
+INDEX_RANGE = 840  # as nemesis.draws (not imported: draws -> partition -> roles): index % n is uniform for every count up to 8
 
 
 def java_string_hash(text: str) -> int:

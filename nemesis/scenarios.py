@@ -55,7 +55,8 @@ from broker.config import BROKER_PORT
 from infra.distribution import KAFKA_LIB
 from nemesis import partition, power, process
 from nemesis.protocol import NemesisContext, Op, compose, completed, current_states, partition_leader
-from nemesis.packages import INDEX_RANGE, PACKAGES, copy_op
+from nemesis.draws import INDEX_RANGE
+from nemesis.packages import PACKAGES, copy_op
 
 AWAIT_ISR_SHRINK = "await-isr-shrink"
 AWAIT_NEW_LEADER = "await-new-leader"

@@ -3,7 +3,8 @@
 A valid report has no story to tell, so it opens with what the checkers
 looked at: the acknowledged writes and how many were read back, the reads
 checked, the elections by kind, the faults by kind with their count and
-time, and the share of the workload with acknowledged writes. Pure: from the
+time, the share of the workload with acknowledged writes, and whether the
+controllers' metadata logs agreed. Pure: from the
 results, the history's digest and its fault timeline.
 """
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from .availability import WriteAvailability
+from .controller_logs import agreement_line
 from .digest import Digest
 from .faults import FaultTimeline
 
@@ -76,11 +78,13 @@ def _faults_line(tl: FaultTimeline, origin: float) -> str:
 def checked_lines(results: dict[str, Any] | None, stats: dict[str, Any], d: Digest, tl: FaultTimeline,
                   source: dict[str, Any] | None, unclean: list[dict[str, Any]],
                   wa: WriteAvailability | None) -> list[tuple[str, str]]:
-    """[(label, line)] for the top of the report; times from the workload's start."""
+    """[(label, line)] for the top of the report; times from the workload's start.
+    The controllers' metadata logs get a line when the run stored them."""
+    raft = agreement_line(stats.get("raft_log"))
     return [
         ("writes", _writes_line(stats, d)),
         ("reads checked", _reads_line(stats, d)),
         ("elections", _elections_line(source, unclean, results is not None)),
         ("faults", _faults_line(tl, d.origin)),
         ("write availability", wa.line() if wa is not None else "no client operations"),
-    ]
+    ] + ([("controllers' metadata logs", raft)] if raft else [])

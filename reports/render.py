@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import logging
 import os
 import tempfile
@@ -14,6 +15,7 @@ from history.ops import PROXY, history_header
 
 from .availability import WriteAvailability
 from .checked import checked_lines
+from .controller_logs import controller_logs, divergence_text
 from .fault_progress import progress_rows, run_progress
 from .elections_page import RECORD_KEYS, all_elections, election_source, elections_context, witness_record
 from .faults import fault_timeline
@@ -62,7 +64,7 @@ def _stats_rows(stats: dict[str, Any]) -> dict[str, Any]:
     scalars = []
     lag = stats.get("realtime_lag")
     for k, v in stats.items():
-        if k in ("ops", "availability", "realtime_lag", "settled_txns"):
+        if k in ("ops", "availability", "realtime_lag", "settled_txns", "raft_log"):   # raft_log: its own section
             continue
         scalars.append((jtext(k, 60), jtext(v, 400)))
     if isinstance(lag, dict):
@@ -154,17 +156,38 @@ def _witness(w: dict[str, Any], origin: float) -> dict[str, Any]:
     return view
 
 
-def _wall_start(run: RunData, origin: float) -> str | None:
-    """The workload's start on the wall clock (UTC), from the history's header;
-    None for a history written before the header carried it."""
+def _workload_start_wall(run: RunData, origin: float) -> float | None:
+    """The workload's start on the wall clock (epoch seconds), from the history's
+    header; None for a history written before the header carried it."""
     try:
         zero = history_header(run.run_dir / "history.jsonl").get("wall_ns_at_zero")
     except (OSError, ValueError):
         return None
     if not isinstance(zero, int) or isinstance(zero, bool):
         return None
-    at = _dt.datetime.fromtimestamp(zero / 1e9 + origin, _dt.timezone.utc)
-    return at.strftime("%Y-%m-%d %H:%M:%S UTC")
+    return zero / 1e9 + origin
+
+
+def _wall_start(run: RunData, origin: float) -> str | None:
+    """The workload's start on the wall clock (UTC), or None (``_workload_start_wall``)."""
+    start = _workload_start_wall(run, origin)
+    return None if start is None else \
+        _dt.datetime.fromtimestamp(start, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _records_read_at(run: RunData, origin: float) -> float | None:
+    """When Kafka's records (replicas, metadata and Raft logs) were read, on the
+    report's clock: replicas.jsonl's header (``read_wall_ms``) against the
+    workload's wall-clock start; None when either is missing."""
+    start = _workload_start_wall(run, origin)
+    try:
+        with open(run.run_dir / "replicas.jsonl") as f:
+            read_ms = json.loads(f.readline() or "{}").get("read_wall_ms")
+    except (OSError, ValueError):
+        return None
+    if start is None or not isinstance(read_ms, (int, float)) or isinstance(read_ms, bool):
+        return None
+    return read_ms / 1e3 - start
 
 
 def _quiet(a: dict[str, Any]) -> bool:
@@ -266,8 +289,10 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
     if verdict == "valid":
         headline = "No anomaly outside the allowed ones was found."
     elif verdict == "invalid":
-        headline = ("Anomalies found: " + ", ".join(f"{a['count']} {a['type']}" for a in failing)) if failing \
-            else "The checkers marked this run invalid."
+        raft_diverged = divergence_text(stats.get("raft_log")) is not None
+        found = [f"{a['count']} {a['type']}" for a in failing] + \
+            ([f"{stats['raft_log']['divergences']} divergences of the controllers' metadata logs"] if raft_diverged else [])
+        headline = ("Anomalies found: " + ", ".join(found)) if found else "The checkers marked this run invalid."
     elif ctx_el["unknown_reasons"]:
         headline = "The verdict is unknown:"
     else:
@@ -312,6 +337,8 @@ def build_context(run: RunData, plots: bool = True) -> dict[str, Any]:
         "checked": checked_lines(run.results, stats, d, tl, election_source(run.results), elections, wa),
         "fault_progress": progress_rows(run.made[PROGRESS] if PROGRESS in run.made else run_progress(d, cfg)),
         "settled_txns": _settled_rows(stats),
+        "controller_logs": controller_logs(stats.get("raft_log"), tl.events, d.origin,
+                                           _records_read_at(run, d.origin) if "raft_log" in stats else None),
         "computed_ops": [{"f": jtext(f, 40), "ok": c.get("ok", 0), "fail": c.get("fail", 0), "info": c.get("info", 0)}
                          for f, c in sorted(d.op_counts.items())],
         "logs": logs,

@@ -10,8 +10,9 @@ plots' axis (since the workload started).
 The first line tells what happened to acknowledged writes: how many were lost,
 on which partitions, when they were acknowledged, which election (unclean or last-leader) they
 are attributed to, whether any replica still has them and which faults were
-active then. Each other failing anomaly type gets one line: count, partitions
-and time span (of the witnesses listed, when the list is bounded).
+active then. A divergence of the controllers' metadata logs (stats
+``raft_log``) gets the next line. Each other failing anomaly type gets one line:
+count, partitions and time span (of the witnesses listed, when the list is bounded).
 """
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from typing import Any, Iterable, Mapping
 from history.fault_intervals import fault_boundary
 from checkers.result import ANOMALY_TYPES
 
+from .controller_logs import divergence_text
 from .digest import as_partition
 
 MAX_LINES = 6
@@ -209,6 +211,10 @@ def story(results: dict[str, Any] | None, origin: float = 0.0, ack_time: Mapping
     lines = []
     if "lost-write" in failing:
         lines.append(lost_line(results, origin, ack_time or {}, list(intervals)))
+    stats = results.get("stats") if isinstance(results.get("stats"), dict) else {}
+    raft = divergence_text(stats.get("raft_log"))    # Kafka's own Raft log: no anomaly type of its own
+    if raft:
+        lines.append(raft)
     others = [t for t in failing if t != "lost-write"]
     room = MAX_LINES - len(lines)
     if len(others) > room:
