@@ -6,8 +6,9 @@ Kafka 4.3.1, three controllers beside one broker, a static quorum formatted at
 metadata.version 3.9-IV0 (the levels a cluster upgraded from 3.9 keeps): the
 features and ``describe --status`` before, ``upgrade --release-version 4.3``, the
 same after, then a controller restarted on its unchanged static config and a
-follower controller asked to leave with ``remove-controller``. What Kafka answered is printed (``-s``) as one JSON line. Its own cluster,
-half a minute (28 s once), but a cluster of its own: behind ``long``."""
+follower controller asked to leave with ``remove-controller``. What Kafka answered
+is printed (``-s``) as one JSON line. About half a minute (28 s once), but a
+cluster of its own: behind ``long``."""
 from __future__ import annotations
 
 import json
