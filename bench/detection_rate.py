@@ -9,7 +9,7 @@ seconds in which some write was acknowledged (writes %). Every run's line also g
 ``<store>/detection.jsonl`` as it ends, so an interrupted bench keeps its
 figures; ``--summarize`` prints the table again from the stored run folders.
 
-    .venv/bin/python bench/detection_rate.py [--runs 10] [--time-limit 120] [scenario ...]
+    .venv/bin/python bench/detection_rate.py [--runs 10] [--time-limit 120] [--seed N] [scenario ...]
     .venv/bin/python bench/detection_rate.py --summarize [scenario ...]
 """
 from __future__ import annotations
@@ -127,6 +127,8 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=10)
     ap.add_argument("--time-limit", type=float, default=120.0)
     ap.add_argument("--store", default="store/detection")
+    ap.add_argument("--seed", type=int, help="the first run's seed, the next runs N+1, N+2, ... "
+                    "(to run a chosen fault plan, or the same plans under two scenarios); drawn when absent")
     ap.add_argument("--summarize", action="store_true", help="print the table from stored runs; run nothing")
     args = ap.parse_args()
     store = Path(args.store)
@@ -140,7 +142,7 @@ def main() -> None:
             cfg = load(ROOT / "examples" / f"{name}.toml")
             cfg.time_limit = args.time_limit
             cfg.store = str(store)
-            cfg.seed = None
+            cfg.seed = None if args.seed is None else args.seed + i
             started = time.monotonic()
             outcome = Runner(validate(cfg)).execute()
             row = describe(name, outcome.run_dir)
