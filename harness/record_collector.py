@@ -125,13 +125,22 @@ def quorum_describe(kafka_cluster: KafkaCluster, what: str = "status") -> tuple[
     return "", why
 
 
+def quorum_described(kafka_cluster: KafkaCluster) -> bool:
+    """Whether a run describes its quorum (a JVM of a few seconds per describe, which
+    every combined-mode run's teardown would pay): a dynamic quorum, or separate
+    controllers. Without a describe the controllers' logs are compared below the newest
+    snapshot only, and a short run has none (checkers/raft_log.py)."""
+    return (kafka_cluster.settings.quorum == DYNAMIC_QUORUM
+            or bool(kafka_cluster.controller_names))
+
+
 def raft_log_lines(kafka_cluster: KafkaCluster, dumps: dict[str, MetadataDump], before: str,
                    errors: dict[str, str]) -> list[dict]:
     """raft-log.jsonl: the quorum as described before and after the logs were
     read, and every controller's whole metadata log (offset, epoch, digest)."""
-    dynamic = kafka_cluster.settings.quorum == DYNAMIC_QUORUM
-    after, why = quorum_describe(kafka_cluster) if dynamic else ("", None)
-    replication, why_rep = quorum_describe(kafka_cluster, "replication") if dynamic else ("", None)
+    described = quorum_described(kafka_cluster)
+    after, why = quorum_describe(kafka_cluster) if described else ("", None)
+    replication, why_rep = quorum_describe(kafka_cluster, "replication") if described else ("", None)
     status_before, status_after = parse_status(before), parse_status(after)
     head = {"kchaos-raft-log": 1, "high_watermark": status_before.get("high_watermark"),
             "status_before": status_before, "status_after": status_after,
@@ -162,10 +171,9 @@ def collect_records(kafka_cluster: KafkaCluster, run_dir: Path, topic: str, part
     t0 = time.monotonic()
     read_wall_ms = time.time_ns() // 1_000_000
     parts = list(range(partitions))
-    # its high watermark bounds what is committed; asked of dynamic quorums only (each describe
-    # is a JVM of a few seconds, which every other run's teardown would pay)
-    dynamic = kafka_cluster.settings.quorum == DYNAMIC_QUORUM
-    status_before, why = quorum_describe(kafka_cluster) if dynamic else ("", "static quorum: not described")
+    # its high watermark bounds what is committed (quorum_described says of which clusters)
+    status_before, why = (quorum_describe(kafka_cluster) if quorum_described(kafka_cluster)
+                          else ("", "combined static quorum: not described"))
     results = parallel(lambda n: _read_node(n, topic, parts, max_records), kafka_cluster.nodes)
     errors: dict[str, str] = {}
     dumps: dict[str, MetadataDump] = {}

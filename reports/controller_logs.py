@@ -92,7 +92,7 @@ def _committing_words(raft: dict[str, Any]) -> str:
     if kept is False:
         return f"no: the high watermark stayed at {hw[1]} between the two describes" \
             if hw[1] is not None else "no: the high watermark did not move between the two describes"
-    return "unknown: the quorum was not described twice (a static quorum is not described at teardown)"
+    return "unknown: the quorum was not described twice (a combined cluster's static quorum is not described)"
 
 
 def _voters_words(raft: dict[str, Any]) -> str:

@@ -42,6 +42,10 @@ def test_a_run_killing_and_cutting_the_active_controller_is_valid(tmp_path):
         header = json.loads((outcome.run_dir / "metadata.jsonl").read_text().splitlines()[0])
         assert {"n4", "n5", "n6"} <= set(header["end_offset_per_node"]), header
         assert not {k: v for k, v in header["errors"].items() if k in ("n4", "n5", "n6")}, header["errors"]
+        # separate controllers: the static quorum is described, so its logs are compared below
+        # the high watermark (harness/record_collector.quorum_described, checkers/raft_log.py)
+        raft = json.loads((outcome.run_dir / "results.json").read_text())["stats"]["raft_log"]
+        assert raft["committed_source"].startswith("high watermark") and raft["offsets_compared"] > 0, raft
         logs = outcome.run_dir / "nodes"
         assert "process.roles=controller" in (logs / "n4" / "server.properties").read_text()
         assert "process.roles=broker\n" in (logs / "n1" / "server.properties").read_text()
