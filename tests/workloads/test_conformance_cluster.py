@@ -8,9 +8,8 @@ transactional id; a group member on both group protocols.
 
 Timeouts and the unknown commit are made with the project's own pause fault
 (every broker SIGSTOPped, broker/lifecycle.py ``pause``): a request sent then
-is neither answered nor refused. What only the Java driver has (its identity,
-its JVM killed by a crash, transactions v2, pipelined sends) is in
-test_java_driver_cluster.py."""
+is neither answered nor refused. What only the Java driver has (transactions
+v2, pipelined sends) is in test_java_driver_cluster.py."""
 from __future__ import annotations
 
 import random
@@ -238,6 +237,9 @@ def test_unanswered_requests_are_info_and_a_crashed_instances_successor_commits(
     unknown: dict = {}
     try:
         assert txn_client.invoke({"f": "assign", "value": [2]})["type"] == OK
+        if driver == "java":
+            assert txn_client.identity == {"client": "kafka-clients", "version": DEFAULT_KAFKA_VERSION,
+                                           "java": txn_client.identity["java"]}
         assert txn_client.invoke(txn([(0, 3000)]))["type"] == OK       # warm: coordinator, connections
         assert sender.invoke({"f": "send", "value": [[1, 3001, None]]})["type"] == OK
         waiter = threading.Thread(target=lambda: unknown.update(txn_client.invoke(txn([(0, 3002), (1, 3003)]))))
@@ -255,7 +257,10 @@ def test_unanswered_requests_are_info_and_a_crashed_instances_successor_commits(
         assert all(type(m[3]) is int for m in unknown["value"][:2]), unknown    # acknowledged: the commit was sent
     finally:
         sender.close()
+        jvm = txn_client._proc.proc if driver == "java" else None
         txn_client.crash()
+    if jvm is not None:
+        assert jvm.poll() is not None             # the driver's JVM killed, not closed
     successor = open_client(driver, "transactions", bootstrap, topic, worker=5, process=2, op_timeout_s=20.0)
     try:
         done = successor.invoke(txn([(0, 3005), (1, 3006)]))

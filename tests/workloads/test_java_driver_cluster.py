@@ -1,7 +1,7 @@
 """What only the Java driver (workloads/java_driver) has, against the real
-cluster: its identity, a crash that kills its JVM, transactions v2 on 4.x,
-pipelined sends (docs/design.md, "The client protocol"). The conformance
-suite every client passes, this one included, is test_conformance_cluster.py."""
+cluster: transactions v2 on 4.x, pipelined sends (docs/design.md, "The client
+protocol"). The conformance suite every client passes, this one included (its
+identity and a crash that kills its JVM too), is test_conformance_cluster.py."""
 from __future__ import annotations
 
 import random
@@ -44,21 +44,6 @@ def txn(values, abort=False):
     if abort:
         op["abort"] = True
     return op
-
-
-def test_a_crash_kills_the_driver_and_the_successor_fences_its_open_transaction(kafka_cluster, topic):
-    bootstrap = kafka_cluster.kafka.bootstrap()
-    first = open_client("transactions", bootstrap, topic, worker=5, process=0)
-    assert first.identity["client"] == "kafka-clients" and first.identity["version"] == DEFAULT_KAFKA_VERSION
-    proc = first._proc.proc
-    first.crash()
-    assert proc.poll() is not None            # killed, not closed
-    second = open_client("transactions", bootstrap, topic, worker=5, process=1)
-    try:
-        done = second.invoke(txn([(1, 3000)]))
-        assert done["type"] == OK, done
-    finally:
-        second.close()
 
 
 def producer_epoch(kafka_cluster, txn_id: str) -> int:
