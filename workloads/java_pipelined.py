@@ -66,8 +66,9 @@ class DriverPipelinedProducer(PipelinedProducer):
         self._open_config = open_config
         self._driver: DriverProcess | None = None
         self._ids = itertools.count()
+        # op id -> its slot, until the driver's completion of it comes (a slot completed
+        # otherwise, expired, stays until then; a lost driver's all go at once).
         self._by_id: dict[int, _Slot] = {}
-        self._slot_id: dict[int, int] = {}          # id(slot) -> op id, to forget it when it completes
         self.identity: dict[str, Any] = {}
 
     # -- the instance -----------------------------------------------------------
@@ -109,7 +110,6 @@ class DriverPipelinedProducer(PipelinedProducer):
             slot = _Slot(self, name, process, partition, value, deadline)
             op_id = next(self._ids)
             self._by_id[op_id] = slot
-            self._slot_id[id(slot)] = op_id
             self._by_deadline.append(slot)
             slots.append(slot)
             invokes.append((process, INVOKE, partition, value, None, name, None))
@@ -157,19 +157,13 @@ class DriverPipelinedProducer(PipelinedProducer):
             return
         for entry in message.get("done") or ():
             slot = self._by_id.pop(entry[0], None)
-            if slot is None:
+            if slot is None or slot.done:
                 continue                         # completed already (expired, replaced, crashed)
             error = entry[3] if len(entry) > 3 else None
             if len(entry) > 4 and entry[4]:
                 self._fatal = error or "fatal"
             typ = entry[1] if entry[1] in (OK, FAIL) else INFO
             self._complete(slot, typ, entry[2] if typ == OK else None, error)
-
-    def _complete(self, slot: _Slot, typ: str, offset: int | None, error: str | None) -> None:
-        op_id = self._slot_id.pop(id(slot), None)
-        if op_id is not None:
-            self._by_id.pop(op_id, None)
-        super()._complete(slot, typ, offset, error)
 
     def close(self, flush_s: float = 0.0, abandon: Callable[[], bool] = lambda: False) -> None:
         """Wait up to ``flush_s`` (until ``abandon()``) for outstanding reports,
@@ -206,6 +200,7 @@ class DriverPipelinedProducer(PipelinedProducer):
             if done:
                 self._record_sends(done, self.ctx.node)
         self._by_deadline.clear()
+        self._by_id.clear()            # every slot is complete: no later completion may match
 
 
 def driver_pump(ctx: ClientContext, workload: Any, hooks: Any) -> SendPump:

@@ -234,7 +234,10 @@ class TxnClient(Client):
 
         def finish(typ: str, rewind: bool = False, by_choice: bool = False) -> Op:
             if producer is not None:
-                producer.poll(0)           # serve delivery reports still queued
+                try:
+                    producer.poll(0)       # serve delivery reports still queued
+                except KafkaException as exc:     # a fatal error surfacing here: the instance is done
+                    self._note_fatal(exc)
             sends = iter(offsets)
             for entry in done:
                 if entry[0] == SEND:
@@ -281,7 +284,12 @@ class TxnClient(Client):
                 done.append([POLL, self._poll(first_read, errors)])
 
         if not must_abort:
-            producer.flush(max(0.0, deadline - time.monotonic()))
+            try:
+                producer.flush(max(0.0, deadline - time.monotonic()))
+            except KafkaException as exc:   # a fatal error (fenced, ...) raised here: commit never called
+                self._note_fatal(exc)
+                errors.append(f"flush: {_text(exc)}")
+                must_abort = True
             if not chose_abort and self.send_offsets:
                 try:
                     self._send_offsets(producer, deadline)

@@ -1,16 +1,15 @@
-"""Conformance of the Java driver (workloads/java_driver) against the real
-cluster: each op's completion fields, the ok / fail / info of an aborted
-transaction and a fenced producer, and a crash (docs/design.md, "The client
-protocol")."""
+"""What only the Java driver (workloads/java_driver) has, against the real
+cluster: transactions v2 on 4.x, pipelined sends (docs/design.md, "The client
+protocol"). The conformance suite every client passes, this one included (its
+identity and a crash that kills its JVM too), is test_conformance_cluster.py."""
 from __future__ import annotations
 
 import random
-import time
 
 import pytest
 
 from harness.client_config import java_driver
-from history.ops import FAIL, INFO, OK
+from history.ops import INFO, OK
 from infra.distribution import DEFAULT_KAFKA_VERSION, KAFKA_LIB
 from infra.kafka_versions import features
 from workloads.client import ClientContext
@@ -40,147 +39,11 @@ def topic(kafka_cluster):
     return name
 
 
-def poll_until(client, want: int, timeout_s: float = 30.0) -> dict[int, list]:
-    """Poll until ``want`` messages were read; partition -> [[offset, value], ...]."""
-    seen: dict[int, list] = {}
-    deadline = time.monotonic() + timeout_s
-    while sum(map(len, seen.values())) < want and time.monotonic() < deadline:
-        comp = client.invoke({"f": "poll", "value": None})
-        assert comp["type"] == OK and comp["f"] == "poll" and comp["node"] == "all", comp
-        for key, pairs in comp["value"].items():
-            seen.setdefault(int(key), []).extend(pairs)
-    return seen
-
-
-def test_send_poll_assign_completions(kafka_cluster, topic):
-    bootstrap = kafka_cluster.kafka.bootstrap()
-    producer = open_client("assign", bootstrap, topic)
-    try:
-        assert producer.identity["client"] == "kafka-clients"
-        assert producer.identity["version"] == DEFAULT_KAFKA_VERSION
-        sends = []
-        for i in range(20):
-            op = {"f": "send", "value": [[i % P, 2 * i, None], [i % P, 2 * i + 1, None]]}
-            comp = producer.invoke(dict(op))
-            assert comp["type"] == OK and comp["f"] == "send" and comp["node"] == "all", comp
-            assert [m[:2] for m in comp["value"]] == [m[:2] for m in op["value"]]
-            assert all(type(m[2]) is int for m in comp["value"]) and "outcomes" not in comp
-            assert comp["value"][1][2] == comp["value"][0][2] + 1
-            sends.extend(comp["value"])
-    finally:
-        producer.close()
-    consumer = open_client("assign", bootstrap, topic, process=1)
-    try:
-        assert consumer.invoke({"f": "assign", "value": [0, 1, 2]}) == {
-            "type": OK, "f": "assign", "value": [0, 1, 2], "node": "all"}
-        seen = poll_until(consumer, len(sends))
-        got = {(p, o, v) for p, pairs in seen.items() for o, v in pairs}
-        assert {(p, o, v) for p, v, o in sends} <= got
-        # A kept partition goes on where the reads left it; a new one starts at the beginning.
-        assert consumer.invoke({"f": "assign", "value": [0]})["type"] == OK
-        assert poll_until(consumer, 1, timeout_s=2) == {}
-        assert consumer.invoke({"f": "assign", "value": [0, 1]})["type"] == OK
-        again = poll_until(consumer, len(seen.get(1, [])), timeout_s=20)
-        assert set(again) == {1} and again[1] == seen[1]
-    finally:
-        consumer.close()
-
-
-def test_send_to_a_missing_partition_fails(kafka_cluster, topic):
-    """A message for a partition the topic lacks never reaches the log: fail, per message."""
-    client = open_client("assign", kafka_cluster.kafka.bootstrap(), topic, op_timeout_s=3.0)
-    try:
-        comp = client.invoke({"f": "send", "value": [[P + 5, 1, None]]})
-        assert comp["type"] == FAIL and comp["value"] == [[P + 5, 1, None]] and comp["outcomes"] == [FAIL], comp
-        assert comp["error"].startswith("1/1 ")
-    finally:
-        client.close()
-
-
 def txn(values, abort=False):
     op = {"f": "txn", "value": [["send", p, v] for p, v in values] + [["poll"]]}
     if abort:
         op["abort"] = True
     return op
-
-
-def test_transactions_commit_abort_and_fields(kafka_cluster, topic):
-    client = open_client("transactions", kafka_cluster.kafka.bootstrap(), topic, worker=3)
-    try:
-        assert client.invoke({"f": "assign", "value": [0, 1, 2]})["type"] == OK
-        ok = client.invoke(txn([(0, 1000), (1, 1001)]))
-        assert ok["type"] == OK and ok["f"] == "txn", ok
-        assert ok["producer"] == "t0.0" and ok["isolation"] == "read_committed" and ok["node"] == "all"
-        assert [m[:3] for m in ok["value"][:2]] == [["send", 0, 1000], ["send", 1, 1001]]
-        assert all(type(m[3]) is int for m in ok["value"][:2])
-        assert ok["value"][2][0] == "poll" and isinstance(ok["value"][2][1], dict)
-        aborted = client.invoke(txn([(2, 1002)], abort=True))
-        assert aborted["type"] == FAIL and aborted["abort"] is True, aborted
-        later = client.invoke(txn([(2, 1003)]))
-        assert later["type"] == OK, later
-    finally:
-        client.close()
-    reader = open_client("assign", kafka_cluster.kafka.bootstrap(), topic, process=9)
-    try:
-        reader.invoke({"f": "assign", "value": [2]})
-        values = [v for pairs in poll_until(reader, 10_000, timeout_s=5).values() for _, v in pairs]
-        assert 1003 in values and 1002 not in values      # read_committed: the aborted write is not seen
-    finally:
-        reader.close()
-
-
-def test_a_fenced_producer_never_commits_and_its_successor_does(kafka_cluster, topic):
-    bootstrap = kafka_cluster.kafka.bootstrap()
-    old = open_client("transactions", bootstrap, topic, worker=4, process=0)
-    try:
-        first = old.invoke(txn([(0, 2000)]))
-        assert first["type"] == OK, first
-        new = open_client("transactions", bootstrap, topic, worker=4, process=1)   # same id: fences the old
-        try:
-            fenced = old.invoke(txn([(0, 2001)]))
-            assert fenced["type"] in (FAIL, INFO) and "Fenced" in fenced.get("error", ""), fenced
-            after = new.invoke(txn([(0, 2002)]))
-            assert after["type"] == OK, after
-        finally:
-            new.close()
-    finally:
-        old.close()
-
-
-def test_a_crash_kills_the_driver_and_the_successor_fences_its_open_transaction(kafka_cluster, topic):
-    bootstrap = kafka_cluster.kafka.bootstrap()
-    first = open_client("transactions", bootstrap, topic, worker=5, process=0)
-    proc = first._proc.proc
-    first.crash()
-    assert proc.poll() is not None            # killed, not closed
-    second = open_client("transactions", bootstrap, topic, worker=5, process=1)
-    try:
-        done = second.invoke(txn([(1, 3000)]))
-        assert done["type"] == OK, done
-    finally:
-        second.close()
-
-
-def test_group_member_fields_events_and_commit(kafka_cluster, topic):
-    client = open_client("group", kafka_cluster.kafka.bootstrap(), topic, group_id=f"g-{topic}")
-    try:
-        sub = client.invoke({"f": "subscribe", "value": topic})
-        assert sub == {"type": OK, "f": "subscribe", "value": topic, "node": "all", "group": f"g-{topic}",
-                       "isolation": "read_committed"}
-        read = poll_until(client, 1)
-        assert read
-        events = client.take_events()
-        assert events and events[0]["f"] == "rebalance" and events[0]["type"] == OK
-        assert events[0]["value"]["assigned"] == [0, 1, 2] and events[0]["group"] == f"g-{topic}"
-        commit = client.invoke({"f": "commit", "value": None})
-        assert commit["type"] == OK and commit["group"] == f"g-{topic}", commit
-        assert all(commit["value"][str(p)] == pairs[-1][0] + 1 for p, pairs in read.items())
-        async_commit = client.invoke({"f": "commit", "value": None, "async": True})
-        assert async_commit["type"] == OK, async_commit
-    finally:
-        client.close()
-    revoked = client.take_events()
-    assert revoked and revoked[-1]["value"]["revoked"] == [0, 1, 2]
 
 
 def producer_epoch(kafka_cluster, txn_id: str) -> int:
