@@ -163,7 +163,7 @@ def _check(source: str | Path, config: dict[str, Any] | None, spark: Any,
                 tmp = stack.enter_context(tempfile.TemporaryDirectory(prefix="kchaos-check-"))
                 parquet_out = Path(tmp) / "history.parquet"
             parquet = parquet_out
-            conversion = _Background(history_to_parquet, source, parquet)
+            conversion = _Background("kchaos-convert", history_to_parquet, source, parquet)
         try:
             from . import spark as spark_engine     # here: it loads pyspark, which the reference engine never needs
             t1 = time.monotonic()
@@ -171,11 +171,17 @@ def _check(source: str | Path, config: dict[str, Any] | None, spark: Any,
                 stages["start"] = time.monotonic() - t1
                 if conversion is not None:
                     pending, conversion = conversion, None
+                    # while the conversion goes on, the session's first job (spark_frames.warm_up)
+                    warming = _Background("kchaos-warm-up", spark_engine.warm_up, sp)
                     try:
                         stages["convert"] = pending.wait()
                     except BaseException:
                         converted = False
                         raise
+                    try:
+                        warming.wait()
+                    except Exception as e:  # noqa: BLE001 - the passes' own jobs say what is wrong
+                        log.info("warming the Spark session: %s", e)
                     if converted_to is not None:
                         converted_to(parquet)
                 marker = markers_of(records) if single else None
@@ -197,10 +203,10 @@ def _check(source: str | Path, config: dict[str, Any] | None, spark: Any,
 
 
 class _Background:
-    """``fn(*args)`` in a thread of its own (a daemon: Ctrl-C does not wait
+    """``fn(*args)`` in a thread of its own, ``name`` (a daemon: Ctrl-C does not wait
     for it); ``wait`` returns its seconds or raises what it raised."""
 
-    def __init__(self, fn: Any, *args: Any):
+    def __init__(self, name: str, fn: Any, *args: Any):
         self._error: BaseException | None = None
         self._seconds = 0.0
 
@@ -211,7 +217,7 @@ class _Background:
             except BaseException as e:  # noqa: BLE001 - handed to wait()
                 self._error = e
             self._seconds = time.monotonic() - t
-        self._thread = threading.Thread(target=run, name="kchaos-convert", daemon=True)
+        self._thread = threading.Thread(target=run, name=name, daemon=True)
         self._thread.start()
 
     def wait(self) -> float:

@@ -28,6 +28,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
 
+import numpy as np
+
 from history.fault_intervals import FaultInterval, affected_nodes
 
 NS = 1_000_000_000
@@ -153,8 +155,19 @@ def _covering(spans: Sequence[tuple[int, int]], a: int, b: int) -> list[int]:
     return [i for i, (s, e) in enumerate(spans) if min(b, e) - max(a, s) >= (b - a) / 2 > 0]
 
 
-def _count(ts: list[int], a: int, b: int) -> int:
-    return bisect.bisect_left(ts, b) - bisect.bisect_left(ts, a)
+_NO_ACKS = np.zeros(0, np.int64)
+
+
+def _sorted_acks(ack_times: Mapping[int, Sequence[int]]) -> dict[int, np.ndarray]:
+    """Each partition's ack times as a sorted int64 array: a run of millions of
+    acks is counted per second by search, not as Python ints."""
+    return {p: np.sort(np.asarray(ts, np.int64)) for p, ts in ack_times.items()}
+
+
+def _count(ts: np.ndarray, a: int, b: int) -> int:
+    """Acks in [a, b)."""
+    lo, hi = np.searchsorted(ts, (a, b))
+    return int(hi - lo)
 
 
 def fault_progress(intervals: Sequence[FaultInterval], ack_times: Mapping[int, Sequence[int]],
@@ -168,7 +181,7 @@ def fault_progress(intervals: Sequence[FaultInterval], ack_times: Mapping[int, S
     w0, w1 = workload
     partitions = sorted(set(ack_times) | {p for _, parts in samples for p in parts})
     spans = [(iv.start_time, iv.end_time if iv.end_time is not None else w1) for iv in intervals]
-    acks = {p: sorted(ts) for p, ts in ack_times.items()}
+    acks = _sorted_acks(ack_times)
     baseline = _baseline(acks, spans, w0, w1)
     times = [t for t, _ in samples]
     out = []
@@ -184,14 +197,14 @@ def fault_progress(intervals: Sequence[FaultInterval], ack_times: Mapping[int, S
             for p in partitions:
                 if p not in hit:
                     free_s[p] += 1
-                    free_a[p] += _count(acks.get(p, []), lo, hi)
+                    free_a[p] += _count(acks.get(p, _NO_ACKS), lo, hi)
         out.append(FaultProgress(iv.fault, a, b, impaired_partitions(iv, a, b, partitions, samples, rule, times),
-                                 {p: _count(acks.get(p, []), a, b) for p in partitions}, baseline,
+                                 {p: _count(acks.get(p, _NO_ACKS), a, b) for p in partitions}, baseline,
                                  iv.start.index, free_s, free_a))
     return out
 
 
-def _baseline(acks: Mapping[int, list[int]], spans: list[tuple[int, int]], w0: int, w1: int) -> dict[int, float]:
+def _baseline(acks: Mapping[int, np.ndarray], spans: list[tuple[int, int]], w0: int, w1: int) -> dict[int, float]:
     """Acks per second of each partition in the workload time no fault covers."""
     merged: list[list[int]] = []
     for a, b in sorted((max(a, w0), min(b, w1)) for a, b in spans):
@@ -204,8 +217,8 @@ def _baseline(acks: Mapping[int, list[int]], spans: list[tuple[int, int]], w0: i
     free = (w1 - w0 - sum(b - a for a, b in merged)) / NS
     out = {}
     for p, ts in acks.items():
-        inside = sum(bisect.bisect_left(ts, b) - bisect.bisect_left(ts, a) for a, b in merged)
-        n = bisect.bisect_left(ts, w1) - bisect.bisect_left(ts, w0) - inside
+        inside = sum(_count(ts, a, b) for a, b in merged)
+        n = _count(ts, w0, w1) - inside
         out[p] = n / free if free > 0 else 0.0
     return out
 
@@ -220,7 +233,7 @@ def progress_seconds(intervals: Sequence[FaultInterval], ack_times: Mapping[int,
         return ProgressSeconds(0, 0)
     partitions = sorted(set(ack_times) | {p for _, parts in samples for p in parts})
     spans = [(iv.start_time, iv.end_time if iv.end_time is not None else w1) for iv in intervals]
-    acks = {p: sorted(ts) for p, ts in ack_times.items()}
+    acks = _sorted_acks(ack_times)
     times = [t for t, _ in samples]
     seconds = progressing = 0
     for k in range(max(1, math.ceil((w1 - w0) / NS))):
@@ -234,7 +247,7 @@ def progress_seconds(intervals: Sequence[FaultInterval], ack_times: Mapping[int,
         if not free:
             continue
         seconds += 1
-        progressing += any(_count(acks.get(p, []), a, b) for p in free)
+        progressing += any(_count(acks.get(p, _NO_ACKS), a, b) for p in free)
     return ProgressSeconds(seconds, progressing)
 
 

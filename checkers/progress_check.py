@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from history.fault_intervals import NemesisOp, fault_intervals
 from history.ops import NEMESIS, SAMPLER
 from history.paired import witness_op
@@ -53,12 +55,12 @@ def judge(rf: RunFindings, settings: Settings) -> None:
 
 
 def _judge(rf: RunFindings, settings: Settings) -> tuple[Finding, dict[str, Any] | None]:
-    acks = {int(p): [int(t) for t in ts] for p, ts in rf.ack_times.items() if len(ts)}
+    acks = {int(p): np.asarray(ts, np.int64) for p, ts in rf.ack_times.items() if len(ts)}
     events, samples = control_faults_and_samples(rf.control_rows)
     intervals = fault_intervals(events)
     if not intervals or not acks:
         return Finding(), None
-    span = (min(ts[0] for ts in acks.values()), max(ts[-1] for ts in acks.values()))
+    span = (min(int(ts.min()) for ts in acks.values()), max(int(ts.max()) for ts in acks.values()))
     rule = Rule(settings.min_insync, waits_for_isr((settings.client_settings or {}).get("producer")))
     progress = fault_progress(intervals, acks, samples, rule, span)
     seconds = progress_seconds(intervals, acks, samples, rule, span)

@@ -218,6 +218,7 @@ def new_session(master: str = "local[2]", conf: dict[str, Any] | None = None) ->
     A driver JVM that refuses or crashes on its class archive is started again
     without it, and the archive is not offered again (one warning)."""
     global cds_state
+    wait_stopped()
     _ensure_java()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -289,6 +290,32 @@ def stop_session(spark: Any) -> None:
     _finish_recording()
 
 
+_stopping: list[threading.Thread] = []     # a stop begun by stop_beside, not yet waited for
+
+
+def stop_beside(spark: Any) -> None:
+    """``stop_session`` in a thread, so the caller goes on (the report) while
+    the JVM stops: about 1 s of the driver's own work on the analysis's
+    critical path otherwise (docs/benchmarks.md). The thread is not a daemon:
+    the interpreter waits for it at exit, so the JVM never outlives the
+    process mid-stop, and ``wait_stopped`` (every new session first) waits
+    for it too, so a new session never finds the old one half stopped."""
+    def stop() -> None:
+        try:
+            stop_session(spark)
+        except Exception as e:  # noqa: BLE001 - the analysis is done; the JVM exits with this process
+            log.info("stopping the Spark session: %s", e)
+    thread = threading.Thread(target=stop, name="kchaos-spark-stop")
+    _stopping.append(thread)
+    thread.start()
+
+
+def wait_stopped() -> None:
+    """Wait for a session ``stop_beside`` is stopping."""
+    while _stopping:
+        _stopping.pop().join()
+
+
 @contextlib.contextmanager
 def analysis_session(master: str = "local[2]", conf: dict[str, Any] | None = None,
                      spark: Any = None) -> Iterator[Any]:
@@ -299,10 +326,11 @@ def analysis_session(master: str = "local[2]", conf: dict[str, Any] | None = Non
         yield spark
         return
     from pyspark import SparkContext
+    wait_stopped()
     running = SparkContext._active_spark_context is not None
     spark = new_session(master, conf)
     try:
         yield spark
     finally:
         if not running:
-            stop_session(spark)
+            stop_beside(spark)

@@ -28,7 +28,7 @@ from .hanging import drain_view
 from .settle import MarkerOf
 from .spark_settle import writers_of
 from history.message_index import build_index, index_is_current, index_path
-from .spark_frames import Control, control_pass, partition_results, read_ops, witness_ops
+from .spark_frames import Control, control_pass, partition_results, read_ops, warm_up, witness_ops
 from .spark_partition import ALL_TYPES, CHECKS, Context, unpack_sorted
 from .spark_scan import Slice, index_slices
 from history.row_groups import Source, history_files, source

@@ -125,6 +125,22 @@ def control_pass(spark: SparkSession, src: Source) -> Control:
     return Control(fold_stats(rows), ctl_rows)
 
 
+def _nothing(groups: list[int]) -> Iterator[pa.RecordBatch]:
+    """A warm-up task's work: none. Defined here so that unpickling it in a
+    Python worker imports this module and every module the passes use."""
+    return iter(())
+
+
+def warm_up(spark: SparkSession) -> None:
+    """One job of a task per slot that does nothing: the session's first job
+    pays for the JVM's planning and execution classes and for starting and
+    importing a Python worker per slot (about 2 s of wall time on this machine
+    kind, against 0.2 s for the next job), and the workers are then reused
+    by the passes (``spark.python.worker.reuse``). Worth it only while
+    something else is on the critical path (a conversion: checking.py)."""
+    tasks(spark, [[] for _ in range(slots(spark))], _nothing, BLOB_DDL).collect()
+
+
 def partition_results(spark: SparkSession, slices: dict[tuple[int, int | None], list[Slice]],
                       ctx: Context) -> list[Any]:
     """The per-partition pass over the message index; returns its (small)

@@ -62,7 +62,7 @@ def run_progress(d: Digest, config: dict[str, Any]) -> RunProgress | None:
     intervals = fault_intervals(d.nemesis)
     if not intervals:
         return None
-    acks = {int(p): (a.t * NS).round().astype("int64").tolist() for p, a in d.acks.items() if isinstance(p, int)}
+    acks = {int(p): (a.t * NS).round().astype("int64") for p, a in d.acks.items() if isinstance(p, int)}
     workload = (d.write_start, d.write_end)
     samples = digest_samples(d)
     settings = config.get("client_settings") if isinstance(config.get("client_settings"), dict) else {}
