@@ -187,6 +187,33 @@ def elections(changes: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [c for c in changes if c["kind"] in (FROM_ISR, FROM_ELR, LAST_LEADER, UNCLEAN)]
 
 
+def _header(line: str, header_key: str) -> dict[str, Any] | None:
+    """A file's first line as its header: a JSON object with ``header_key``; else None."""
+    try:
+        obj = json.loads(line)
+    except json.JSONDecodeError:
+        return None
+    return obj if isinstance(obj, dict) and header_key in obj else None
+
+
+def _read_ms(head: dict[str, Any]) -> int | None:
+    """replicas.jsonl's ``read_wall_ms``: when the reading of Kafka's records began (wall clock)."""
+    ms = head.get("read_wall_ms")
+    return int(ms) if isinstance(ms, (int, float)) and not isinstance(ms, bool) else None
+
+
+def records_read_wall_ms(run_dir: Path) -> int | None:
+    """When the reading of Kafka's records began, from replicas.jsonl's header
+    alone (the report wants only this; ``load_records`` reads the whole file);
+    None when there is no such file or header."""
+    try:
+        with open(Path(run_dir) / REPLICAS_FILE, encoding="utf-8", errors="replace") as fh:
+            head = _header(fh.readline(), "kchaos-replicas")
+    except OSError:
+        return None
+    return None if head is None else _read_ms(head)
+
+
 def _read_jsonl(path: Path, header_key: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     head: dict[str, Any] = {}
     rows = []
@@ -194,14 +221,15 @@ def _read_jsonl(path: Path, header_key: str) -> tuple[dict[str, Any], list[dict[
         for n, line in enumerate(fh):
             if not line.strip():
                 continue
+            if n == 0 and (first := _header(line, header_key)) is not None:
+                head = first
+                continue
             try:
                 obj = json.loads(line)
             except json.JSONDecodeError:
                 log.warning("%s:%d: ignoring an unreadable line", path, n + 1)
                 continue
-            if n == 0 and isinstance(obj, dict) and header_key in obj:
-                head = obj
-            elif isinstance(obj, dict):
+            if isinstance(obj, dict):
                 rows.append(obj)
     return head, rows
 
@@ -256,8 +284,9 @@ def load_records(run_dir: Path, wall_ns_at_zero: int | None) -> RunRecords:
     if rep.exists():
         try:
             head, rows = _read_jsonl(rep, "kchaos-replicas")
-            if head.get("read_wall_ms") is not None and wall_ns_at_zero is not None:
-                rr.read_time = int(head["read_wall_ms"]) * 1_000_000 - int(wall_ns_at_zero)
+            read_ms = _read_ms(head)
+            if read_ms is not None and wall_ns_at_zero is not None:
+                rr.read_time = read_ms * 1_000_000 - int(wall_ns_at_zero)
             for r in rows:
                 if r.get("error"):
                     rr.notes.append(f"replica {r.get('node')} partition {r.get('partition')}: {r['error']}")

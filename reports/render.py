@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import datetime as _dt
-import json
 import logging
 import os
 import tempfile
@@ -11,6 +10,7 @@ from typing import Any
 
 import jinja2
 
+from checkers.kafka_record import records_read_wall_ms
 from history.ops import PROXY, history_header
 
 from .availability import WriteAvailability
@@ -180,12 +180,8 @@ def _records_read_at(run: RunData, origin: float) -> float | None:
     report's clock: replicas.jsonl's header (``read_wall_ms``) against the
     workload's wall-clock start; None when either is missing."""
     start = _workload_start_wall(run, origin)
-    try:
-        with open(run.run_dir / "replicas.jsonl") as f:
-            read_ms = json.loads(f.readline() or "{}").get("read_wall_ms")
-    except (OSError, ValueError):
-        return None
-    if start is None or not isinstance(read_ms, (int, float)) or isinstance(read_ms, bool):
+    read_ms = records_read_wall_ms(run.run_dir)
+    if start is None or read_ms is None:
         return None
     return read_ms / 1e3 - start
 

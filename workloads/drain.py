@@ -80,6 +80,11 @@ def drain_settings(bootstrap: str, consumer_config: dict | None, partition: int,
         "client.id": f"kchaos-drain-{partition}",
         "group.id": f"kchaos-drain-{uuid.uuid4().hex[:12]}",
         "auto.offset.reset": "earliest",
+        # Fetches of up to 32 MiB a partition, not librdkafka's 1 MiB: a drain reads a partition
+        # from its start, and at 1 MiB a fetch it waited between fetches (3M small records:
+        # 130,000 a second at 13% of a core; at 32 MiB 918,000 a second, bound by its own CPU;
+        # docs/benchmarks.md, "A 10-minute soak"). A workload's consumer settings may still set them.
+        "max.partition.fetch.bytes": 32 << 20,
     }
     conf = merge_settings(defaults, consumer_config)
     # Not overridable: a drain never commits and must see the partition's end;

@@ -12,7 +12,7 @@ import checkers
 from checkers.common import Settings, client_allowances
 from checkers.elections import attribute
 from checkers.kafka_record import (Replica, RunRecords, Settlement, elections, fold_changes, load_records, presence,
-                                   txn_outcome)
+                                   records_read_wall_ms, txn_outcome)
 from chk_gen import Params, W0, simulate_run
 from chk_gen_inject import inject_run
 
@@ -310,3 +310,16 @@ def test_settings_carry_client_allowances_and_config_can_take_them_away() -> Non
     s = Settings.from_config({"client_settings": {"producer": {"enable.idempotence": False}},
                               "allowed": {"duplicate": ""}})
     assert "duplicate" not in s.allowed_for("assign")
+
+
+def test_records_read_time_comes_from_the_replicas_header_alone(tmp_path: Path) -> None:
+    """The report's "read at" line and the checkers' read_time are one field of one header."""
+    assert records_read_wall_ms(tmp_path) is None                       # no replicas.jsonl
+    rep = tmp_path / "replicas.jsonl"
+    rep.write_text(json.dumps({"kchaos-replicas": 1, "read_wall_ms": 5_000}) + "\n" + "{not json\n")
+    assert records_read_wall_ms(tmp_path) == 5_000
+    assert load_records(tmp_path, 1_000_000_000).read_time == 4_000_000_000
+    rep.write_text(json.dumps({"kchaos-replicas": 1, "read_wall_ms": True}) + "\n")
+    assert records_read_wall_ms(tmp_path) is None
+    rep.write_text(json.dumps({"node": "n1", "partition": 0, "read_wall_ms": 5_000}) + "\n")   # no header
+    assert records_read_wall_ms(tmp_path) is None
