@@ -245,6 +245,24 @@ def test_collect_records_after_a_leader_kill(heal_cluster, topic_name, tmp_path)
     assert lines[(f"n{old}", 1)]["records"] == [] and lines[(f"n{old}", 1)]["log_end_offset"] == 0
 
 
+def test_a_log_of_more_offsets_than_max_records_and_no_transaction_is_counted_not_printed(heal_cluster, topic_name):
+    """A log small in bytes but over max_records in offsets is counted from its batch lines
+    and not printed record by record (its records would not be kept); one at max_records is."""
+    from broker.log_dump import read_replica_logs
+    from tests.kafka_io import produce
+    kafka = heal_cluster.kafka
+    kafka.create_topic(topic_name, partitions=1, replication_factor=3)
+    assert len(produce(kafka.bootstrap(), topic_name, list(range(3000)), partition=0)) == 3000
+    leader = kafka.leaders(topic_name)[0]
+    node = next(n for n in kafka.nodes if n.name == f"n{leader}")
+    counted = read_replica_logs(node, topic_name, [0], max_records=2999)[0]
+    assert counted.records is None and counted.markers is None
+    assert counted.note.startswith("3000 offsets, over max_records 2999, none transactional")
+    assert (counted.log_start_offset, counted.log_end_offset) == (0, 3000)
+    printed = read_replica_logs(node, topic_name, [0], max_records=3000)[0]
+    assert sorted(v for _, v, _, _ in printed.records) == list(range(3000)) and printed.note is None
+
+
 def test_txn_batches_are_the_transactional_data_batches_not_the_markers():
     (seg,) = parse_data_dump(fixture("txn_data_dump.txt")).values()
     assert seg["txn_batches"][:3] == [[0, 0, 1, 0], [2, 2, 2000, 0], [4, 4, 2000, 0]]
