@@ -347,8 +347,9 @@ def read_metadata_log(node: Node, metadata_dir: str = METADATA_DIR) -> MetadataD
 
 def read_replica_logs(node: Node, topic: str, partitions: Iterable[int], max_records: int,
                       data_dir: str = DATA_DIR) -> dict[int, ReplicaDump]:
-    """Each partition of ``topic`` this node holds a replica of, with one JVM for all of them
-    (a second, without records, for partitions too big to print). Absent partitions are left out."""
+    """Each partition of ``topic`` this node holds a replica of, with one JVM for all the logs
+    printed record by record and, first, one for the batch lines of those that may be too big
+    to print. Absent partitions are left out."""
     dirs = {p: f"{data_dir}/{topic}-{p}" for p in partitions}
     try:
         listing = _list_files(node, list(dirs.values()))
@@ -368,35 +369,34 @@ def read_replica_logs(node: Node, topic: str, partitions: Iterable[int], max_rec
         by_file.setdefault(path, []).append(rest)
     segs = {p: sorted((f for f, _ in listing[d] if f.endswith(".log")), key=segment_base) for p, d in held.items()}
     size = {p: sum(s for f, s in listing[d] if f.endswith(".log")) for p, d in held.items()}
-    big = {p for p in held if size[p] > max_records * BYTES_PER_RECORD_CAP}
     parsed: dict[str, dict] = {}
-    notes: dict[int, str] = {p: f"log is {size[p]} bytes, over {max_records} x {BYTES_PER_RECORD_CAP}: "
-                                "records and markers not read" for p in big}
     version = node_kafka_version(node)
-    # A log that may hold more than max_records records of a batch of many (a pipelined
-    # partition: about 15 bytes a record) is counted first from its batch lines: with more
-    # offsets than max_records and no transactional batch, its records would not be kept
-    # (combine_segments) and it has no markers, so it is not printed record by record (1M
-    # records print about 100 MB: the reading beside a 3-minute soak's drain took 210 s).
-    unsure = [p for p in held if p not in big and size[p] > max_records * MIN_BYTES_PER_RECORD]
-    if unsure:
-        counted = parse_data_dump(_run(node, _dump_argv([f for p in unsure for f in segs[p]], kafka_version=version),
-                                       f"counting {topic}'s offsets (batches only)"))
-        for p in unsure:
-            segments = [counted.get(f, {}) for f in segs[p]]
+    # Partition -> why its records and markers are not read: dumped without --print-data-log
+    # (batch lines only). A log over max_records x BYTES_PER_RECORD_CAP bytes is too big to
+    # print; one that may still hold more than max_records records of a batch of many (a
+    # pipelined partition: about 15 bytes a record) is counted from the same batch lines: with
+    # more offsets than max_records and no transactional batch, its records would not be kept
+    # (combine_segments) and it has no markers, so it is not printed record by record either
+    # (1M records print about 100 MB: the reading beside a 3-minute soak's drain took 210 s).
+    unprinted: dict[int, str] = {}
+    maybe = [p for p in held if size[p] > max_records * MIN_BYTES_PER_RECORD]
+    if maybe:
+        batches = parse_data_dump(_run(node, _dump_argv([f for p in maybe for f in segs[p]], kafka_version=version),
+                                       f"dumping {topic} (batches only)"))
+        for p in maybe:
+            segments = [batches.get(f, {}) for f in segs[p]]
             offsets = sum(b[1] - b[0] + 1 for s in segments for b in s.get("batches", []))
-            if offsets > max_records and not any(s.get("txn_batches") for s in segments):
-                big.add(p)
-                parsed.update({f: counted[f] for f in segs[p] if f in counted})
-                notes[p] = f"{offsets} offsets, over max_records {max_records}, none transactional: records not read"
-    deep = [f for p in held if p not in big for f in segs[p]]
+            if size[p] > max_records * BYTES_PER_RECORD_CAP:
+                unprinted[p] = (f"log is {size[p]} bytes, over {max_records} x {BYTES_PER_RECORD_CAP}: "
+                                "records and markers not read")
+            elif offsets > max_records and not any(s.get("txn_batches") for s in segments):
+                unprinted[p] = f"{offsets} offsets, over max_records {max_records}, none transactional: records not read"
+            if p in unprinted:
+                parsed.update({f: batches[f] for f in segs[p] if f in batches})
+    deep = [f for p in held if p not in unprinted for f in segs[p]]
     if deep:
         parsed.update(parse_data_dump(_run(node, _dump_argv(deep, "--print-data-log", kafka_version=version),
                                            f"dumping {topic}")))
-    shallow = [f for p in big for f in segs[p] if f not in parsed]
-    if shallow:
-        parsed.update(parse_data_dump(_run(node, _dump_argv(shallow, kafka_version=version),
-                                           f"dumping {topic} (batches only)")))
     out: dict[int, ReplicaDump] = {}
     for p, d in held.items():
         cp = f"{d}/leader-epoch-checkpoint"
@@ -407,9 +407,9 @@ def read_replica_logs(node: Node, topic: str, partitions: Iterable[int], max_rec
         start, end, records, markers, note = combine_segments(segments, max_records)
         # kept with the markers: a hanging transaction is judged from both (checkers/hanging.py)
         txn_batches = None if markers is None else [b for s in segments for b in s.get("txn_batches", [])]
-        if p in big:  # dumped without --print-data-log: batch lines only
+        if p in unprinted:  # dumped without --print-data-log: batch lines only
             records = markers = txn_batches = None
-            note = notes[p]
+            note = unprinted[p]
         if missing:
             raise RecordReadError(f"{node.name}: the dump lacks {', '.join(missing)}")
         out[p] = ReplicaDump(node.name, topic, p, start, end, epochs, records, markers, note, txn_batches)

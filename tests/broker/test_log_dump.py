@@ -259,6 +259,8 @@ def test_a_log_of_more_offsets_than_max_records_and_no_transaction_is_counted_no
     assert counted.records is None and counted.markers is None
     assert counted.note.startswith("3000 offsets, over max_records 2999, none transactional")
     assert (counted.log_start_offset, counted.log_end_offset) == (0, 3000)
+    too_big = read_replica_logs(node, topic_name, [0], max_records=10)[0]      # over 10 x 100 bytes
+    assert too_big.records is None and too_big.note.startswith("log is ") and too_big.log_end_offset == 3000
     printed = read_replica_logs(node, topic_name, [0], max_records=3000)[0]
     assert sorted(v for _, v, _, _ in printed.records) == list(range(3000)) and printed.note is None
 
