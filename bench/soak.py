@@ -36,9 +36,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from proc_tree import watch  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-LOGGED = re.compile(r"^\S+ (\S+) INFO MainThread (?:harness\.\w+|reports\.render): (.*)$")
+LOGGED = re.compile(r"^\S+ (\S+) INFO MainThread (?:harness\.\w+|history\.writer|reports\.render): (.*)$")
 STAGE_LINES = ("cluster ", "heal_all", "pre-drain wait", "drain completed", "read Kafka's records",
-               "analysis stage", "report written")
+               "analysis stage", "report written",
+               "teardown", "history: the columnar copy", "history.parquet:")
 
 
 def _newest_run(store: Path) -> Path | None:

@@ -293,22 +293,33 @@ class Runner:
             t.join(timeout=self.cfg.workload.op_timeout + 15 if not interrupted else 5)
         if interrupted:
             self.recorder.complete_outstanding("interrupted")
+        took: dict[str, float] = {}       # the steps' seconds, logged: what the user waits for after the drain
+        mark = time.monotonic()
+
+        def step(name: str) -> None:
+            nonlocal mark
+            took[name], mark = round(time.monotonic() - mark, 2), time.monotonic()
         if self.cluster is not None:
             if interrupted:
                 self._heal_everything(restart_dead=False)
             if self.records is not None:
                 self.records.finish()     # read before the nodes go
+                step("Kafka's record")
             if "hanging-transaction" in self.kind.checks:     # Kafka's tool on them (KIP-664)
                 collect_find_hanging(self.cluster.kafka, self.run_dir)
             try:
                 self.cluster.kafka.collect_logs(self.run_dir / "nodes")
             except Exception as exc:
                 log.warning("collecting node logs failed: %s", exc)
+            step("node logs")
             if not self.cfg.keep_cluster:
                 self.cluster.down()
+                step("cluster down")
         if self.proxy is not None:
             self.proxy.stop()
         self.recorder.writer.close()
+        step("history closed")
+        log.info("teardown: %s", ", ".join(f"{k} {v:g} s" for k, v in took.items()))
 
     def _phase_analysis(self) -> RunOutcome:
         run_dir = self.run_dir

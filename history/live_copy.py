@@ -94,6 +94,12 @@ class Copy:
                 self.row_group = int(msg["row_group"])
             if msg.get("hurry"):
                 _unnice()
+                try:
+                    behind = self.jsonl.stat().st_size - self._pos
+                except OSError:
+                    behind = 0
+                log.info("history.parquet: %.0f MB of history.jsonl still to pair at the workload's end",
+                         behind / 1e6)
             if "end" in msg:
                 self._end = int(msg["end"])
                 self._wake.set()
@@ -105,8 +111,10 @@ class Copy:
         try:
             writer = PairedOpsWriter(self.path)
             with open(self.jsonl, "rb") as fh:
+                behind = False
                 while True:
-                    self._wake.wait(self.interval_s)
+                    if not behind:        # behind: the next block at once, not after a rest
+                        self._wake.wait(self.interval_s)
                     end = self._end
                     fh.seek(self._pos)
                     limit = self.block_bytes if end is None else min(self.block_bytes, end - self._pos)
@@ -115,6 +123,7 @@ class Copy:
                     if not body and end is not None:         # a line longer than a block: the rest at once
                         body = fh.read(max(0, end - self._pos))
                     self._pos += len(body)
+                    behind = len(body) > limit // 2
                     final = end is not None and self._pos >= end
                     t = time.monotonic()
                     if body or final:

@@ -117,52 +117,69 @@ def poll_columns(texts: pa.Array) -> MessageColumns:
     (or null), keeping each value's key order."""
     n_rows = len(texts)
     keys = sorted(set(re.findall(rb'"([^"]*)":', _joined(texts).to_pybytes())) - {b"v"})
-    ints = []
+    ints_keys = []
     for k in keys:
         s = k.decode()
         if not re.fullmatch(r"-?\d+", s) or str(int(s)) != s or not -2**31 <= int(s) < 2**31:
             raise Unsupported(f"poll key {s!r}")
-        ints.append(int(s))
-    if len(set(ints)) != len(ints):
+        ints_keys.append(int(s))
+    if len(set(ints_keys)) != len(ints_keys):
         raise Unsupported("duplicate poll key")
     fields = [(k.decode(), pa.list_(pa.list_(pa.int64()))) for k in keys]
     v = read_json(_joined(texts), pa.schema([("v", pa.struct(fields))]), "error")["v"].combine_chunks() \
         if n_rows else pa.array([], pa.struct(fields))
-    rows, poss, kidx, chunks = [], [], [], []
+    # Per key, its entries (the rows whose value has it, with the key's position in the text)
+    # and its messages, flattened in row order; then every entry in (row, position) order and
+    # its messages gathered by numpy (taking the nested lists themselves cost as much again
+    # as reading them: docs/benchmarks.md, "The final drain's lines").
+    rows, poss, kidx, lens, starts_in, offs, vals = [], [], [], [], [], [], []
+    base = 0
     for j, k in enumerate(keys):
         pos = to_numpy(pc.find_substring(texts, f'"{k.decode()}":'))
         r = np.flatnonzero(pos >= 0)
         if not len(r):
             continue
+        field = v.field(j)
+        n_of = to_numpy(pc.list_value_length(field), 0)
+        if int(n_of.sum()) != int(n_of[r].sum()):
+            raise Unsupported(f"poll key {k.decode()!r} read where the text has none")
+        pairs = field.flatten()
+        if pairs.null_count:
+            raise Unsupported("null poll read")
+        plen = to_numpy(pc.list_value_length(pairs))
+        if len(plen) and (plen.min() != 2 or plen.max() != 2):
+            raise Unsupported("poll read is not [offset, value]")
+        ints = pairs.flatten()
+        if ints.null_count:
+            raise Unsupported("null offset or value")
+        ints = to_numpy(ints)
         rows.append(r)
         poss.append(pos[r])
-        kidx.append(np.full(len(r), ints[j], np.int64))
-        chunks.append(pc.take(v.field(j), pa.array(r)))
+        kidx.append(np.full(len(r), ints_keys[j], np.int64))
+        lens.append(n_of[r])
+        starts_in.append(base + np.concatenate([[0], np.cumsum(n_of[r])[:-1]]).astype(np.int64))
+        offs.append(ints[0::2])
+        vals.append(ints[1::2])
+        base += len(plen)
     if not rows:
         empty = _offsets_of(np.zeros(n_rows, np.int64))
         return (_message_column(np.zeros(0, np.int32), pa.array([], pa.int64()), np.zeros(0, np.int64), empty),
                 list_column(empty, pa.array([], pa.int32())), list_column(empty, pa.array([], pa.int32())))
     row_e, pos_e, key_e = np.concatenate(rows), np.concatenate(poss), np.concatenate(kidx)
     order = np.lexsort((pos_e, row_e))
-    entries = pc.take(pa.concat_arrays(chunks), pa.array(order))
     row_e, key_e = row_e[order], key_e[order]
-    elen = to_numpy(pc.list_value_length(entries), 0)
-    pairs = entries.flatten()
-    if pairs.null_count:
-        raise Unsupported("null poll read")
-    plen = to_numpy(pc.list_value_length(pairs))
-    if len(plen) and (plen.min() != 2 or plen.max() != 2):
-        raise Unsupported("poll read is not [offset, value]")
-    o = pc.list_element(pairs, 0)
-    val = pc.list_element(pairs, 1)
-    if o.null_count or val.null_count:
-        raise Unsupported("null offset or value")
+    elen = np.concatenate(lens)[order]
+    first = np.concatenate(starts_in)[order]
+    cum_e = np.concatenate([[0], np.cumsum(elen)]).astype(np.int64)
+    gather = np.repeat(first - cum_e[:-1], elen) + np.arange(int(cum_e[-1]), dtype=np.int64)
+    o = pa.array(np.concatenate(offs)[gather], pa.int64())
+    val = np.concatenate(vals)[gather]
     part = np.repeat(key_e, elen)
     msg_rows = np.repeat(row_e, elen)
     row_off = _offsets_of(np.bincount(msg_rows, minlength=n_rows))
     ent_off = _offsets_of(np.bincount(row_e, minlength=n_rows))
     cum = np.concatenate([[0], np.cumsum(elen)])[:-1]
     starts = cum - row_off[row_e]
-    return (_message_column(part, o, to_numpy(val), row_off), list_column(ent_off, pa.array(key_e, pa.int32())),
+    return (_message_column(part, o, val, row_off), list_column(ent_off, pa.array(key_e, pa.int32())),
             list_column(ent_off, pa.array(starts, pa.int32())))
 

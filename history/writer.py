@@ -247,7 +247,9 @@ class ColumnarCopy:
             return
         self._tell({"end": jsonl_bytes})
         self._proc = None
+        t = time.monotonic()
         out, _ = proc.communicate()
+        waited = time.monotonic() - t
         ok = False
         for line in out.splitlines():
             try:
@@ -258,6 +260,8 @@ class ColumnarCopy:
                 log.log(msg["log"], "%s", msg["msg"])
             if "busy_s" in msg:
                 self.busy_s, ok = msg["busy_s"], msg["ok"]
+        log.info("history: the columnar copy finished %.1f s after the history closed (%.1f s of pairing "
+                 "in all)", waited, self.busy_s)
         if proc.returncode != 0 or not ok:
             if proc.returncode != 0:
                 log.warning("history.parquet not kept (analysis will convert history.jsonl): "
