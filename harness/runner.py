@@ -42,7 +42,8 @@ from nemesis.packages import build_nemesis, build_packages, final_ops, heal_all
 from nemesis.protocol import NemesisContext
 from nemesis.proxy_nemesis import RunProxy
 from workloads.client import ClientContext
-from workloads.drain import WatermarkProbe, drain, wait_for_drain
+from workloads.drain import WatermarkProbe, drain
+from workloads.drain_wait import wait_for_drain
 from workloads.kinds import FINISH_PROCESS
 
 log = logging.getLogger(__name__)
@@ -276,7 +277,7 @@ class Runner:
         if self.records is not None and "hanging-transaction" not in self.kind.checks:
             self.records.begin_beside_drain()
         completed = drain(kafka.bootstrap(), TOPIC, cfg.workload.partitions, cfg.consumer, self.recorder.append,
-                          cfg.drain_timeout, max_acked=max_acked, wait=waits)
+                          cfg.drain_timeout, max_acked=max_acked, wait=waits, record_text=self.recorder.append_text)
         self.drain_completed = completed
         log.info("drain completed: %s", completed)
         self.sampling_done.set()

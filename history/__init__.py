@@ -10,7 +10,9 @@ run's ops travel (docs/design.md, "The history"):
   ``recorder``: the writer plus counts, outstanding invocations and the
   highest acknowledged offsets, which the runner's console and final phase read.
 * ``live_copy``: the niced process that pairs the JSONL into history.parquet
-  as the run goes.
+  as the run goes; ``child_process``: how the recording process's helper
+  processes (that one, and the final drain's readers) start, report to it and
+  die with it.
 * ``paired``: paired ops, the one shape both checker engines read, and the
   Parquet schema; ``convert``: the columnar JSONL-to-Parquet conversion
   (it pairs; ``jsonl_blocks`` reads the lines, ``value_columns`` builds the

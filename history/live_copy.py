@@ -28,7 +28,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import sys
 import threading
 import time
@@ -36,25 +35,10 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from history.child_process import LogLines, ignore_interrupt, say, watch_parent
 from history.convert import Unsupported, pair_block
 from history.parquet import JSONL_BYTES, PairedOpsWriter, remove_columnar
 from history.paired import PARQUET_SCHEMA, Pairer
-
-
-class _Report(logging.Handler):
-    """Log records, as JSON lines on stdout, for the parent to log as its own."""
-
-    def emit(self, record: logging.LogRecord) -> None:
-        _say({"log": record.levelno, "msg": record.getMessage()})
-
-
-_say_lock = threading.Lock()
-
-
-def _say(obj: dict) -> None:
-    with _say_lock:
-        sys.stdout.write(json.dumps(obj) + "\n")
-        sys.stdout.flush()
 
 
 log = logging.getLogger("history.live_copy")
@@ -82,29 +66,25 @@ class Copy:
         self._end: int | None = None           # the JSONL's final size, once the writer closed
         self._wake = threading.Event()
 
-    def listen(self, stream) -> None:
-        """The parent's lines (a thread of its own); end of stream without
-        ``end``: the parent died, exit now without a footer."""
-        for line in stream:
+    def hear(self, msg: dict) -> bool:
+        """One of the parent's lines (``child_process.watch_parent``); True
+        after ``end``. End of stdin before it: the parent died, and the
+        process exits without a footer."""
+        if "row_group" in msg:
+            self.row_group = int(msg["row_group"])
+        if msg.get("hurry"):
+            _unnice()
             try:
-                msg = json.loads(line)
-            except ValueError:
-                continue
-            if "row_group" in msg:
-                self.row_group = int(msg["row_group"])
-            if msg.get("hurry"):
-                _unnice()
-                try:
-                    behind = self.jsonl.stat().st_size - self._pos
-                except OSError:
-                    behind = 0
-                log.info("history.parquet: %.0f MB of history.jsonl still to pair at the workload's end",
-                         behind / 1e6)
-            if "end" in msg:
-                self._end = int(msg["end"])
-                self._wake.set()
-                return
-        os._exit(3)
+                behind = self.jsonl.stat().st_size - self._pos
+            except OSError:
+                behind = 0
+            log.info("history.parquet: %.0f MB of history.jsonl still to pair at the workload's end",
+                     behind / 1e6)
+        if "end" in msg:
+            self._end = int(msg["end"])
+            self._wake.set()
+            return True
+        return False
 
     def run(self) -> bool:
         writer = None
@@ -186,21 +166,21 @@ def _unnice() -> None:
 
 
 def main(argv: list[str]) -> int:
-    signal.signal(signal.SIGINT, signal.SIG_IGN)    # Ctrl-C is the recording process's to handle
+    ignore_interrupt()
     try:
         _BASE.append(os.getpriority(os.PRIO_PROCESS, 0))
         os.nice(NICE)
     except OSError:
         pass
-    log.addHandler(_Report())
+    log.addHandler(LogLines())
     log.setLevel(logging.INFO)
     log.propagate = False
     conf = json.loads(argv[0])
     copy = Copy(conf["path"], conf["jsonl"], conf["start"], conf["row_group"], conf["interval_s"],
                 conf["block_bytes"])
-    threading.Thread(target=copy.listen, args=(sys.stdin,), daemon=True).start()
+    watch_parent(copy.hear)
     ok = copy.run()
-    _say({"busy_s": copy.busy_s, "ok": ok})
+    say({"busy_s": copy.busy_s, "ok": ok})
     return 0
 
 

@@ -42,6 +42,14 @@ class Recorder:
             self._note(op)
         return op
 
+    def append_text(self, op: dict, text: str) -> None:
+        """Record an op another process encoded (``HistoryWriter.append_text``);
+        ``op`` has its ``process``, ``type`` and ``f`` (and may have more), for
+        the counts and the outstanding invocations."""
+        self.writer.append_text(text)
+        with self._lock:
+            self._note(op)
+
     def append_many(self, ops: list[dict]) -> list[dict]:
         """``append`` for several ops with one write (a pipelined producer's
         invokes, or the completions one poll served: workloads/pipelined.py)."""

@@ -21,14 +21,13 @@ from __future__ import annotations
 import itertools
 import json
 import logging
-import os
 import subprocess
-import sys
 import threading
 import time
 from json.encoder import c_make_encoder, encode_basestring_ascii
 from pathlib import Path
 
+from . import child_process
 from .ops import SEND, Op, header
 from .parquet import remove_columnar
 
@@ -73,6 +72,13 @@ def _line_encoder():
 
 
 _encode = _line_encoder()
+
+
+def op_text(op: Op) -> str:
+    """An op's JSON text as the history writes it (``HistoryWriter.append_text``
+    takes it, made in another process, without ``index`` and ``time``)."""
+    return _encode(op)
+
 _string = encode_basestring_ascii     # a JSON string, as _encode writes it
 
 # The keys, in order, of the ops ``_send_line`` writes itself: a one-message
@@ -202,12 +208,8 @@ class ColumnarCopy:
         self._row_group = row_group
         conf = {"path": str(self.path), "jsonl": str(Path(jsonl).absolute()), "start": start,
                 "row_group": row_group, "interval_s": interval_s, "block_bytes": block_bytes}
-        root = str(Path(__file__).resolve().parents[1])
-        env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p))
         try:
-            self._proc: subprocess.Popen | None = subprocess.Popen(
-                [sys.executable, "-m", "history.live_copy", json.dumps(conf)], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, env=env, cwd=root, text=True)
+            self._proc: subprocess.Popen | None = child_process.start("history.live_copy", conf, text=True)
         except OSError as exc:
             log.warning("history.parquet not kept (analysis will convert history.jsonl): %s", exc)
             self._proc = None
@@ -256,8 +258,7 @@ class ColumnarCopy:
                 msg = json.loads(line)
             except ValueError:
                 continue
-            if "log" in msg:
-                log.log(msg["log"], "%s", msg["msg"])
+            child_process.relay_log(msg, log)
             if "busy_s" in msg:
                 self.busy_s, ok = msg["busy_s"], msg["ok"]
         log.info("history: the columnar copy finished %.1f s after the history closed (%.1f s of pairing "
@@ -336,6 +337,19 @@ class HistoryWriter:
             if written != len(data):        # a short write (disk full, a signal): finish it
                 self._write_rest(data, written or 0)
         return out
+
+    def append_text(self, text: str) -> int:
+        """Write an op already encoded (``_encode``'s text of a non-empty op
+        without ``index`` and ``time``: a drain process's, which encoded it
+        there), with its index and time; returns the index."""
+        with self._lock:
+            i = self._next
+            data = f'{{"index":{i},"time":{time.monotonic_ns() - self.start_ns},{text[1:]}\n'.encode()
+            self._next = i + 1
+            written = self._file.write(data)
+            if written != len(data):
+                self._write_rest(data, written or 0)
+        return i
 
     def append_sends(self, rows: list[tuple], node: str | None = None) -> int:
         """``append_many`` of one-message send ops given as rows, ``(process,

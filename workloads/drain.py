@@ -1,11 +1,8 @@
 """The final drain: read every partition from its start to its end.
 
-Before it, the runner waits (``wait_for_drain``, at most ``drain_wait`` s)
-until every partition is ready to be drained (``drain_ready``): it has a
-leader, no transaction is open on it (its last stable offset has reached its
-high watermark), and either its high watermark covers the highest offset any
-client saw acknowledged on it, or every replica is back in its ISR. Then, for
-each partition, a fresh consumer (its own throwaway group, no commits) asks
+Before it, the runner waits until every partition is ready to be drained
+(``workloads.drain_wait``). Then, for each partition, in a process of its own
+(``workloads.drain_process``), a fresh consumer (its own throwaway group, no commits) asks
 the partition's log start offset, high watermark and last stable offset at
 drain start, assigns itself the partition from the beginning and consumes
 until its position reaches that high watermark.
@@ -50,7 +47,9 @@ its recorded ``watermarks.high``.
 """
 from __future__ import annotations
 
+import json
 import logging
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -58,7 +57,10 @@ from typing import Any, Callable, Iterable, Mapping
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
+from history import child_process
+from history.ops import INVOKE
 from workloads.client import INFO, OK, librdkafka_logger, merge_settings
+from workloads.drain_wait import Watermark
 from workloads.queue import shape_poll, errors_text
 
 log = logging.getLogger(__name__)
@@ -66,11 +68,13 @@ log = logging.getLogger(__name__)
 #: Drain ops of partition p run as process DRAIN_PROCESS_BASE + p by default;
 #: pass the runner's next free process number instead.
 DRAIN_PROCESS_BASE = 1_000_000
+#: A partition's drain process still running this long after the drain's
+#: deadline is killed (its partition then ends ``info``).
+DRAIN_PROCESS_GRACE_S = 30.0
 
-Record = Callable[[dict], dict]
-#: (log start offset, high watermark, last stable offset or None when it could
-#: not be had) of a partition, or None when unknown.
-Watermark = tuple[int, int, int | None] | None
+Record = Callable[[dict], Any]
+#: Records an op encoded elsewhere: (its process, type, f and more, its JSON text).
+RecordText = Callable[[dict, str], None]
 
 
 def drain_settings(bootstrap: str, consumer_config: dict | None, partition: int,
@@ -96,90 +100,6 @@ def drain_settings(bootstrap: str, consumer_config: dict | None, partition: int,
     conf.update({"enable.auto.commit": False, "enable.partition.eof": True,
                  "isolation.level": isolation, "logger": librdkafka_logger()})
     return conf
-
-
-# -- before the drain: is every partition ready? ---------------------------------------
-def _acked_text(m: int | None) -> str:
-    return "no acknowledged write" if m is None else f"acknowledged up to offset {m}"
-
-
-def partition_ready(state: Any, watermark: Watermark, max_acked: int | None) -> tuple[bool, str]:
-    """One partition: (ready, why). ``state`` has ``leader`` (None: no leader),
-    ``isr`` and ``replicas`` (broker.cluster.PartitionState, or any object
-    with those attributes), or is None when the metadata did not list it.
-    Ready: a leader, no open transaction (the last stable offset, when known,
-    has reached the high watermark: the drain reads read_committed and cannot
-    pass an open transaction), and the high watermark >= 1 + ``max_acked``
-    (the highest offset a client saw acknowledged, None for none) or every
-    replica in ISR."""
-    if state is None:
-        return False, "not in the metadata"
-    if state.leader is None:
-        return False, "has no leader"
-    high = None if watermark is None else watermark[1]
-    stable = None if watermark is None else watermark[2]
-    if high is not None and stable is not None and stable < high:
-        return False, (f"a transaction is open: last stable offset {stable} < high watermark {high} "
-                       f"(its coordinator aborts it after transaction.timeout.ms)")
-    if high is not None and (max_acked is None or high >= max_acked + 1):
-        if max_acked is None:
-            return True, f"high watermark {high}, no acknowledged write"
-        return True, f"high watermark {high} >= {max_acked + 1} ({_acked_text(max_acked)})"
-    isr, replicas = set(state.isr or ()), set(state.replicas or ())
-    if replicas and replicas <= isr:
-        return True, "all replicas in ISR"
-    hw = "high watermark unknown" if high is None else f"high watermark {high} < {max_acked + 1}"
-    return False, (f"{hw} ({_acked_text(max_acked)}), ISR {sorted(isr)} of replicas {sorted(replicas)}")
-
-
-def _evaluate(states: Iterable[Any], watermarks: Mapping[int, Watermark], max_acked: Mapping[int, int],
-              partitions: Iterable[int] | None) -> dict[int, tuple[bool, str]]:
-    by_p = {int(s.partition): s for s in states}
-    parts = sorted(by_p) if partitions is None else [int(p) for p in partitions]
-    return {p: partition_ready(by_p.get(p), watermarks.get(p), max_acked.get(p)) for p in parts}
-
-
-def drain_ready(states: Iterable[Any], watermarks: Mapping[int, Watermark], max_acked: Mapping[int, int],
-                partitions: Iterable[int] | None = None) -> tuple[bool, dict[int, str]]:
-    """Every partition ready to be drained (``partition_ready``)? Returns
-    (all ready, {partition: why}). ``states`` are the partitions' metadata
-    (objects with ``partition``, ``leader``, ``isr``, ``replicas``);
-    ``watermarks`` maps a partition to (log start, high watermark, last
-    stable offset) or None;
-    ``max_acked`` a partition to its highest acknowledged offset (absent:
-    none); ``partitions`` defaults to those the states name. Pure."""
-    verdicts = _evaluate(states, watermarks, max_acked, partitions)
-    return bool(verdicts) and all(ok for ok, _ in verdicts.values()), {p: why for p, (_, why) in verdicts.items()}
-
-
-def wait_for_drain(states: Callable[[], Iterable[Any]], watermarks: Callable[[list[int]], Mapping[int, Watermark]],
-                   max_acked: Mapping[int, int], partitions: int | Iterable[int], timeout_s: float, *,
-                   interval_s: float = 1.0, clock: Callable[[], float] = time.monotonic,
-                   sleep: Callable[[float], None] = time.sleep) -> dict[int, dict[str, Any]]:
-    """Poll ``states()`` and ``watermarks(partitions)`` until ``drain_ready``
-    holds or ``timeout_s`` has passed (checked at least once). Returns, per
-    partition, the ``wait`` record of its drain ops: ``{"waited_s": float,
-    "reached": bool, "why": str}``; on a timeout ``why`` names every
-    partition that was not ready (and, if it was ready, this partition's own
-    state)."""
-    parts = list(range(partitions)) if isinstance(partitions, int) else [int(p) for p in partitions]
-    start = clock()
-    deadline = start + max(0.0, timeout_s)
-    while True:
-        try:
-            verdicts = _evaluate(list(states()), dict(watermarks(parts)), max_acked, parts)
-        except Exception as exc:  # a broker still coming back: ask again
-            verdicts = {p: (False, f"metadata unavailable ({type(exc).__name__}: {exc})") for p in parts}
-        ready = bool(verdicts) and all(ok for ok, _ in verdicts.values())
-        if ready or clock() >= deadline:
-            break
-        sleep(max(0.0, min(interval_s, deadline - clock())))
-    waited = round(clock() - start, 3)
-    if ready:
-        return {p: {"waited_s": waited, "reached": True, "why": why} for p, (_, why) in verdicts.items()}
-    summary = "timeout: " + "; ".join(f"partition {p} {why}" for p, (ok, why) in verdicts.items() if not ok)
-    return {p: {"waited_s": waited, "reached": False, "why": summary if not ok else f"{summary} (partition {p}: {why})"}
-            for p, (ok, why) in verdicts.items()}
 
 
 def _offsets(consumer: Consumer, tp: TopicPartition, timeout_s: float) -> tuple[int, int]:
@@ -231,25 +151,84 @@ def drain(bootstrap: str, topic: str, partitions: int | Iterable[int], consumer_
           record: Record, timeout_s: float, *, process_base: int = DRAIN_PROCESS_BASE,
           batch: int = 1000, node: str | None = None, max_workers: int = 4,
           max_acked: Mapping[int, int] | None = None,
-          wait: Mapping[int, dict] | None = None) -> dict[int, bool]:
+          wait: Mapping[int, dict] | None = None, in_processes: bool = True,
+          record_text: RecordText | None = None) -> dict[int, bool]:
     """Read each partition from its beginning to its high watermark at drain
     start, recording every batch; return {partition: completed}. ``partitions``
     is a count (0..P-1) or the partition numbers. All partitions share one
     deadline, ``timeout_s`` from now. ``max_acked`` (partition -> highest
-    acknowledged offset) and ``wait`` (partition -> ``wait_for_drain`` record)
-    are recorded on every drain completion."""
+    acknowledged offset) and ``wait`` (partition -> ``drain_wait.wait_for_drain`` record)
+    are recorded on every drain completion. Each partition is read in a
+    process of its own (``workloads.drain_process``) unless ``in_processes``
+    is False (then in a thread of this one); ``record_text`` (the
+    ``Recorder.append_text`` of the history being written) records a process's
+    ops as it encoded them, else each is decoded and given to ``record``."""
     parts = list(range(partitions)) if isinstance(partitions, int) else [int(p) for p in partitions]
     deadline = time.monotonic() + timeout_s
     if not parts:
         return {}
     acked = dict(max_acked or {})
     waits = dict(wait or {})
+    def one(p: int) -> bool:
+        if in_processes:
+            return _drain_in_process(bootstrap, topic, p, consumer_config, record, record_text, deadline,
+                                     process_base + p, batch, node, acked.get(p), waits.get(p))
+        return _drain_partition(bootstrap, topic, p, consumer_config, record, deadline, process_base + p, batch,
+                                node, acked.get(p), waits.get(p))
     with ThreadPoolExecutor(max_workers=max(1, min(max_workers, len(parts))),
                             thread_name_prefix="kchaos-drain") as pool:
-        done = pool.map(lambda p: _drain_partition(bootstrap, topic, p, consumer_config, record, deadline,
-                                                   process_base + p, batch, node, acked.get(p), waits.get(p)),
-                        parts)
-        return dict(zip(parts, done))
+        return dict(zip(parts, pool.map(one, parts)))
+
+
+def _drain_in_process(bootstrap: str, topic: str, p: int, consumer_config: dict | None, record: Record,
+                      record_text: RecordText | None, deadline: float, process: int, batch: int,
+                      node: str | None, max_acked: int | None = None, wait: dict | None = None) -> bool:
+    """``_drain_partition`` in a process of its own (``workloads.drain_process``),
+    its ops recorded here in the order it made them. A process that cannot
+    start: the drain runs in this thread. Each op is recorded by
+    ``record_text(what it counts, its text)`` when given (the text written as
+    the process encoded it), else by ``record(op)``. One that ends without saying whether
+    it completed (it crashed, or was killed at the deadline's grace) leaves its
+    partition with an ``info`` completion, as any drain that did not finish."""
+    settings = {"bootstrap": bootstrap, "topic": topic, "partition": p, "consumer_config": consumer_config,
+                "seconds": deadline - time.monotonic(), "process": process, "batch": batch, "node": node,
+                "max_acked": max_acked, "wait": wait, "log_level": log.getEffectiveLevel()}
+    try:
+        proc = child_process.start("workloads.drain_process", settings, text=False)
+    except (OSError, TypeError, ValueError) as exc:     # TypeError/ValueError: settings that are not JSON
+        log.info("drain of partition %d in the recording process (%s: %s)", p, type(exc).__name__, exc)
+        return _drain_partition(bootstrap, topic, p, consumer_config, record, deadline, process, batch, node,
+                                max_acked, wait)
+    ops = _Ops(record, process, node, max_acked, wait)
+    completed: bool | None = None
+    grace = threading.Timer(max(0.0, deadline - time.monotonic()) + DRAIN_PROCESS_GRACE_S, proc.kill)
+    grace.daemon = True
+    grace.start()
+    try:
+        for line in proc.stdout:
+            head, tab, text = line.partition(b"\t")
+            msg = json.loads(head)
+            if tab:                 # an op (workloads.drain_process.record)
+                if record_text is not None:
+                    record_text(msg, text.rstrip(b"\n").decode())
+                else:
+                    record(json.loads(text))
+                ops.open = msg["type"] == INVOKE
+                if not ops.open:
+                    ops.watermarks, ops.end = msg["watermarks"], msg["end"]
+            elif "completed" in msg:
+                completed = bool(msg["completed"])
+            else:
+                child_process.relay_log(msg, log)
+    finally:
+        grace.cancel()
+        proc.stdin.close()
+        code = proc.wait()
+    if completed is None:
+        ops.complete(INFO, None, f"drain of partition {p} incomplete: its process ended with status {code} "
+                                 f"before it said whether it read the partition to its end")
+        return False
+    return completed
 
 
 class _Ops:

@@ -8,7 +8,8 @@ import json
 from hypothesis import given
 from hypothesis import strategies as st
 
-from history.writer import HistoryWriter, _encode, _send_line
+from history.recorder import Recorder
+from history.writer import HistoryWriter, _encode, _send_line, op_text
 
 ints = st.integers(min_value=-(2 ** 70), max_value=2 ** 70)
 texts = st.text(max_size=12)        # any code point: escapes, non-ASCII, surrogates
@@ -120,3 +121,29 @@ def test_rows_are_written_as_the_ops_they_stand_for(tmp_path_factory, rows, node
         return out
     got, want = without_time(d / "rows.jsonl"), without_time(d / "ops.jsonl")
     assert got == want and [o["index"] for o in got] == list(range(len(rows) + 2))
+
+
+def test_an_op_encoded_elsewhere_is_written_as_append_writes_it(tmp_path):
+    """``append_text`` (a drain process's op, encoded there by ``op_text``)
+    writes the line ``append`` writes for the same op, and the recorder
+    counts it and follows its invocation as ``append`` would."""
+    ops = [{"process": 1_000_002, "type": "invoke", "f": "poll", "drain": True, "value": None},
+           {"process": 1_000_002, "type": "ok", "f": "poll", "drain": True, "value": {"2": [[0, 7], [1, 9]]},
+            "watermarks": {"log_start": 0, "high": 2, "stable": 2, "max_acked": None}, "end": 2,
+            "node": "n\u00e9\t1"}]
+    lines = {}
+    for how in ("append", "text"):
+        rec = Recorder(HistoryWriter(tmp_path / how / "h.jsonl", columnar=False))
+        for op in ops:
+            if how == "append":
+                rec.append(dict(op))
+            else:
+                rec.append_text({k: op[k] for k in ("process", "type", "f")}, op_text(op))
+            if op["type"] == "invoke":
+                assert 1_000_002 in rec.outstanding
+        rec.writer.close()
+        assert rec.outstanding == {} and rec.counts == {("poll", "ok"): 1}
+        lines[how] = [json.loads(x) for x in (tmp_path / how / "h.jsonl").read_text().splitlines()[1:]]
+    assert [{k: v for k, v in o.items() if k != "time"} for o in lines["text"]] == \
+        [{k: v for k, v in o.items() if k != "time"} for o in lines["append"]]
+    assert [list(o)[:2] for o in lines["text"]] == [["index", "time"]] * 2

@@ -12,7 +12,8 @@ from history.ops import read_history
 from history.writer import HistoryWriter
 from history.recorder import Recorder
 from workloads import ClientContext, QueueClient
-from workloads.drain import WatermarkProbe, drain, partition_ready, wait_for_drain
+from workloads.drain import WatermarkProbe, drain
+from workloads.drain_wait import partition_ready, wait_for_drain
 
 pytestmark = pytest.mark.cluster
 
@@ -134,3 +135,38 @@ def test_a_transaction_left_open_holds_the_drain_until_its_coordinator_aborts_it
     assert last["type"] == "ok" and last["watermarks"]["stable"] == last["watermarks"]["high"] == last["end"] == 4
     read = [v for o in read_history(tmp_path / "history.jsonl") if o["type"] == "ok" for _, v in o["value"]["0"]]
     assert read == [2]                                   # the committed record, not the aborted one
+
+
+def _strip(ops: list[dict]) -> list[dict]:
+    return [{k: v for k, v in o.items() if k not in ("index", "time")} for o in ops]
+
+
+def test_a_drain_in_processes_records_what_one_in_threads_records(kafka_cluster, tmp_path):
+    """The runner's drain (a process per partition, its ops written as the
+    process encoded them: ``record_text``) and the drain in threads write the
+    same ops, in the same order per partition, and the recorder counts them
+    alike; the drain with ``record`` only (decoded in this process) too."""
+    kafka = kafka_cluster.kafka
+    topic = f"dp-{random.randrange(1 << 30):08x}"
+    kafka.create_topic(topic, partitions=P, replication_factor=3, config={"min.insync.replicas": 2})
+    producer = Producer({"bootstrap.servers": kafka.bootstrap(), "acks": "all", "linger.ms": 5})
+    for i in range(3000):
+        producer.produce(topic, value=str(i).encode(), partition=i % (P - 1))   # partition P-1 stays empty
+    assert producer.flush(30) == 0
+    histories = {}
+    for how, kwargs in (("threads", {"in_processes": False}), ("text", {"record_text": True}),
+                        ("decoded", {})):
+        rec = Recorder(HistoryWriter(tmp_path / how / "history.jsonl", columnar=False))
+        if kwargs.get("record_text"):
+            kwargs = {"record_text": rec.append_text}
+        assert drain(kafka.bootstrap(), topic, P, None, rec.append, 60, batch=400, **kwargs) == \
+            {p: True for p in range(P)}
+        rec.writer.close()
+        ops = list(read_history(tmp_path / how / "history.jsonl"))
+        histories[how] = ({p: _strip([o for o in ops if o["process"] == 1_000_000 + p]) for p in range(P)},
+                          dict(rec.counts), rec.outstanding)
+    by_partition, counts, outstanding = histories["threads"]
+    assert sum(len(o["value"][str(p)]) for p in range(P) for o in by_partition[p] if o["type"] == "ok") == 3000
+    assert outstanding == {} and counts[("poll", "ok")] >= P
+    for how in ("text", "decoded"):
+        assert histories[how] == histories["threads"], how

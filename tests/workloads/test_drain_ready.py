@@ -1,14 +1,17 @@
 """The pre-drain wait's condition (pure), the wait loop on a fake clock, the
-recorder's highest acknowledged offsets, the drain_wait setting, and the
-fields drain completions carry when no broker answers."""
+recorder's highest acknowledged offsets, the drain_wait setting, the
+fields drain completions carry when no broker answers, and a drain process
+that dies or cannot start."""
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import pytest
 from confluent_kafka import KafkaError, Message
 
-from workloads.drain import drain, drain_ready, partition_ready, plain_pairs, wait_for_drain
+from workloads.drain import drain, plain_pairs
+from workloads.drain_wait import drain_ready, partition_ready, wait_for_drain
 from workloads.queue import shape_poll
 
 
@@ -194,3 +197,26 @@ def test_plain_pairs_leaves_events_and_foreign_values_to_shape_poll():
     assert plain_pairs([ours, eof]) is None
     assert plain_pairs([ours, Message(topic="t", partition=2, offset=11, value=b"not-ours")]) is None
     assert plain_pairs([Message(topic="t", partition=2, offset=12, value=None)]) is None
+
+
+def test_a_drain_process_that_is_killed_leaves_its_partition_info(monkeypatch):
+    """A partition's drain process that ends without saying whether it read
+    the partition to its end (killed here at once by a grace of minus 100 s)
+    leaves the partition with an info completion carrying its fields."""
+    monkeypatch.setattr(sys.modules["workloads.drain"], "DRAIN_PROCESS_GRACE_S", -100.0)   # (the package's
+    # ``drain`` is the function)
+    ops: list[dict] = []
+    done = drain("127.0.0.1:1", "nowhere", [0], None, ops.append, 30, max_acked={0: 3})
+    assert done == {0: False}
+    assert [o["type"] for o in ops] == ["invoke", "info"]
+    assert ops[-1]["error"].startswith("drain of partition 0 incomplete: its process ended with status -9")
+    assert ops[-1]["watermarks"] == {"log_start": None, "high": None, "stable": None, "max_acked": 3}
+
+
+def test_settings_that_are_not_json_drain_in_this_process():
+    """A consumer setting JSON cannot carry (a callable) cannot reach a drain
+    process: that partition is drained in a thread instead, as before."""
+    ops: list[dict] = []
+    done = drain("127.0.0.1:1", "nowhere", [0], {"socket.connection.setup.timeout.ms": 1000,
+                                                  "error_cb": lambda err: None}, ops.append, 1.5)
+    assert done == {0: False} and [o["type"] for o in ops] == ["invoke", "info"]
