@@ -7,9 +7,9 @@ definitions are reference.py's (and txn.py, groups.py, settle.py), the Spark
 engine spark.py's (docs/design.md, "What the checkers decide").
 """
 from .checking import (REFERENCE_MAX_OPS, analyze_run, check, check_runs, choose_engine, history_ops,
-                       stored_checker_config, write_results)
+                       start_spark_ahead, stored_checker_config, write_results)
 from .common import summary
 from .result import ANOMALY_TYPES, CheckResult
 
-__all__ = ["ANOMALY_TYPES", "REFERENCE_MAX_OPS", "CheckResult", "analyze_run", "check", "check_runs",
+__all__ = ["ANOMALY_TYPES", "REFERENCE_MAX_OPS", "CheckResult", "analyze_run", "check", "check_runs", "start_spark_ahead",
            "choose_engine", "history_ops", "stored_checker_config", "summary", "write_results"]

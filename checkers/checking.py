@@ -83,6 +83,22 @@ def choose_engine(source: Path, settings: Settings, spark: Any = None) -> tuple[
     return "spark", f"auto: {n} ops > {REFERENCE_MAX_OPS}"
 
 
+def start_spark_ahead(run_dir: str | Path, config: dict[str, Any] | None, ops: int) -> bool:
+    """If ``analyze_run(run_dir, config)`` will check on Spark (the engine
+    chosen as ``choose_engine`` chooses it, from ``ops``: the ops the run
+    recorded), start its session now (``session.start_ahead``), so the driver
+    JVM starts while the caller finishes the run (its teardown) instead of
+    after. Returns whether it did."""
+    cfg = stored_checker_config(run_dir)
+    cfg.update(config or {})
+    settings = Settings.from_config(cfg)
+    wanted = settings.engine == "spark" or (settings.engine == "auto" and (
+        not settings.spark_master.startswith("local") or ops > REFERENCE_MAX_OPS))
+    if wanted:
+        session.start_ahead(settings.spark_master, settings.spark_conf)
+    return wanted
+
+
 def _meta(settings: Settings, t0: float, why: str | None = None,
           stages: dict[str, float] | None = None) -> dict[str, Any]:
     meta: dict[str, Any] = {"engine": settings.engine}

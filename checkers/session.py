@@ -316,19 +316,76 @@ def wait_stopped() -> None:
         _stopping.pop().join()
 
 
+class _Ahead:
+    """A session being started in a thread (``start_ahead``) for the settings ``key``."""
+
+    def __init__(self, master: str, conf: dict[str, Any] | None):
+        self.key = _key(master, conf)
+        self.spark: Any = None
+        self.error: BaseException | None = None
+        self.thread = threading.Thread(target=self._start, args=(master, conf), name="kchaos-spark-ahead",
+                                       daemon=True)
+
+    def _start(self, master: str, conf: dict[str, Any] | None) -> None:
+        try:
+            self.spark = new_session(master, conf)
+        except BaseException as e:  # noqa: BLE001 - analysis_session starts its own, and says why then
+            self.error = e
+
+
+_ahead: list[_Ahead] = []      # at most one
+
+
+def _key(master: str, conf: dict[str, Any] | None) -> tuple:
+    return master, tuple(sorted((str(k), str(v)) for k, v in (conf or {}).items()))
+
+
+def start_ahead(master: str = "local[2]", conf: dict[str, Any] | None = None) -> None:
+    """Start the session the next ``analysis_session`` with these settings will
+    use, in a thread: the driver JVM's start (about 4 s, docs/benchmarks.md)
+    then overlaps whatever the caller does meanwhile (a run's teardown). That
+    ``analysis_session`` takes it as its own (and stops it after); one with
+    other settings stops it first. Not when a session is running already
+    (a test's shared one): the analysis uses that one."""
+    pyspark = sys.modules.get("pyspark")      # not imported yet: no session can be running
+    if _ahead or (pyspark is not None and pyspark.SparkContext._active_spark_context is not None):
+        return
+    ahead = _Ahead(master, conf)
+    _ahead.append(ahead)
+    ahead.thread.start()
+
+
+def _take_ahead(master: str, conf: dict[str, Any] | None) -> Any:
+    """The session ``start_ahead`` started for these settings (None: none, it
+    failed, or it was for other settings, and is stopped)."""
+    if not _ahead:
+        return None
+    ahead = _ahead.pop()
+    ahead.thread.join()
+    if ahead.error is not None:
+        log.info("the Spark session started ahead failed (starting again): %s", ahead.error)
+        return None
+    if ahead.key != _key(master, conf):
+        stop_session(ahead.spark)
+        return None
+    return ahead.spark
+
+
 @contextlib.contextmanager
 def analysis_session(master: str = "local[2]", conf: dict[str, Any] | None = None,
                      spark: Any = None) -> Iterator[Any]:
-    """Use ``spark`` if given (tests share one), else start one and stop it after.
+    """Use ``spark`` if given (tests share one), else the one ``start_ahead``
+    started for these settings, else start one; stop it after.
     A session already running in this process (``new_session`` then gets it
     back) belongs to whoever started it: it is used, not stopped."""
     if spark is not None:
         yield spark
         return
     from pyspark import SparkContext
+    ahead = _take_ahead(master, conf)
     wait_stopped()
-    running = SparkContext._active_spark_context is not None
-    spark = new_session(master, conf)
+    running = ahead is None and SparkContext._active_spark_context is not None
+    spark = ahead if ahead is not None else new_session(master, conf)
     try:
         yield spark
     finally:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from broker.lifecycle import BrokerSettings
+from checkers import start_spark_ahead
 from harness import provenance, schedule
 from harness.analysis import analyze
 from harness.fault_pacing import FaultPace
@@ -280,6 +281,8 @@ class Runner:
                           cfg.drain_timeout, max_acked=max_acked, wait=waits, record_text=self.recorder.append_text)
         self.drain_completed = completed
         log.info("drain completed: %s", completed)
+        # the checkers' Spark session, if they will want one, starts while the run tears down
+        start_spark_ahead(self.run_dir, cfg.checker, sum(self.recorder.counts.values()))
         self.sampling_done.set()
         if self.offsets is not None:   # the last read of the committed offsets, after everything
             self.offsets.sample(final=True)

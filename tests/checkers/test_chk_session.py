@@ -142,3 +142,45 @@ def test_a_corrupt_archive_costs_a_warning_not_the_analysis(tmp_path: Path) -> N
     assert r.stdout.split()[-2:] == ["3", "refused"]
     assert r.stderr.count("refused its class archive") == 1
     assert archive.with_suffix(".refused").exists()
+
+
+AHEAD = """
+from pyspark import SparkContext
+from checkers import session
+conf = {"spark.sql.shuffle.partitions": "3"}
+session.start_ahead("local[2]", conf)
+ahead = session._ahead[0]
+with session.analysis_session("local[2]", conf) as s:
+    print(s is ahead.spark, s.range(3).count(), flush=True)
+session.wait_stopped()
+print(SparkContext._active_spark_context is None, flush=True)
+session.start_ahead("local[2]", conf)
+first = session._ahead[0]
+with session.analysis_session("local[1]", None) as s:
+    print(s is not first.spark, s.sparkContext.master, flush=True)
+"""
+
+
+@pytest.mark.spark
+def test_a_session_started_ahead_is_the_analysis_s_own_or_stopped() -> None:
+    """``start_ahead``'s session is the one the next analysis with its
+    settings uses, and that analysis stops it; an analysis with other
+    settings stops it and starts its own."""
+    r = subprocess.run([sys.executable, "-c", AHEAD], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["True", "3", "True", "True", "local[1]"]
+
+
+@pytest.mark.parametrize(("checker", "ops", "wanted"), [
+    ({}, 100_000, False), ({}, 100_001, True), ({"engine": "spark"}, 10, True),
+    ({"engine": "reference"}, 10**7, False), ({"spark_master": "spark://h:7077"}, 10, True)])
+def test_the_run_starts_spark_ahead_only_when_its_analysis_will_use_it(tmp_path: Path, monkeypatch: Any,
+                                                                       checker: dict, ops: int,
+                                                                       wanted: bool) -> None:
+    """As ``choose_engine`` chooses, from the ops the run recorded: a run
+    checked by the reference engine starts no JVM."""
+    calls: list[tuple] = []
+    monkeypatch.setattr(session, "start_ahead", lambda master, conf: calls.append((master, conf)))
+    (tmp_path / "config.json").write_text(json.dumps({"checker": {}}))
+    assert checkers.start_spark_ahead(tmp_path, checker, ops) is wanted
+    assert len(calls) == int(wanted)
