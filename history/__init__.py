@@ -9,7 +9,7 @@ run's ops travel (docs/design.md, "The history"):
 * ``writer``: the thread-safe appender the runner records through;
   ``recorder``: the writer plus counts, outstanding invocations and the
   highest acknowledged offsets, which the runner's console and final phase read.
-* ``live_copy``: the niced process that pairs the JSONL into history.parquet
+* ``live_copy``: the process that pairs the JSONL into history.parquet
   as the run goes; ``child_process``: how the recording process's helper
   processes (that one, and the final drain's readers) start, report to it and
   die with it.

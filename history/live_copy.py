@@ -1,17 +1,21 @@
 """The columnar copy's process: history.jsonl -> history.parquet as the run goes.
 
 ``history.writer.ColumnarCopy`` starts ``python -m history.live_copy``
-(niced) with the paths and settings as one JSON argument, and talks to it on
-its stdin, one line at a time:
+with the paths and settings as one JSON argument, and talks to it on its
+stdin, one line at a time:
 
 * ``{"row_group": N}``: row groups of N paired ops from now on;
-* ``{"hurry": true}``: the workload is over (no producer thread to spare any
-  more): back to the parent's priority where the system lets a process raise
-  its own (as root it may; otherwise it stays niced), so that the copy keeps
-  up with the final drain's reads instead of finishing long after them;
+* ``{"workload_over": true}``: the workload is over; the copy logs how far
+  behind the writer it is (what it still has to pair beside the final drain);
 * ``{"end": N}``: the writer closed and the JSONL is N bytes: pair the rest,
   write the footers (the history's naming N, ``history.parquet.JSONL_BYTES``;
   the message index's beside it, ``history.message_index``), report and exit 0.
+
+It runs at the recording process's priority. Niced, it took only the CPU the
+brokers and clients left, and a 10-minute run at full speed (40M sends) ended
+with 2.1 GB of the JSONL still to pair: 67 s after the drain. At the same
+priority it kept up (5 MB behind at the end) and the run wrote as many
+messages (docs/benchmarks.md, "The final drain in processes").
 
 End of stdin without an ``end`` means the recording process died: this one
 exits at once, leaving a file without a footer, which
@@ -27,7 +31,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import threading
 import time
@@ -72,8 +75,7 @@ class Copy:
         process exits without a footer."""
         if "row_group" in msg:
             self.row_group = int(msg["row_group"])
-        if msg.get("hurry"):
-            _unnice()
+        if msg.get("workload_over"):
             try:
                 behind = self.jsonl.stat().st_size - self._pos
             except OSError:
@@ -147,31 +149,8 @@ class Copy:
         self._pending = [merged.slice(whole)] if whole < rows else []
 
 
-NICE = 10          # below the recording process while the workload runs
-_BASE: list[int] = []     # the priority it started with (the recording process's)
-
-
-def _unnice() -> None:
-    """Every thread of this process back to ``_BASE``: on Linux a priority is
-    per thread (the pyarrow pool's threads took the niced one as they started)."""
-    try:
-        tids = [int(t) for t in os.listdir("/proc/self/task")]
-    except OSError:
-        tids = [0]
-    for tid in tids:
-        try:
-            os.setpriority(os.PRIO_PROCESS, tid, _BASE[0] if _BASE else 0)
-        except OSError:       # not permitted (or the thread ended): stays niced
-            pass
-
-
 def main(argv: list[str]) -> int:
     ignore_interrupt()
-    try:
-        _BASE.append(os.getpriority(os.PRIO_PROCESS, 0))
-        os.nice(NICE)
-    except OSError:
-        pass
     log.addHandler(LogLines())
     log.setLevel(logging.INFO)
     log.propagate = False

@@ -86,8 +86,11 @@ def send_columns(texts: pa.Array) -> MessageColumns:
     if len(part):
         new_run[1:] = (part[1:] != part[:-1]) | (row_of[1:] != row_of[:-1])
     runs = np.bincount(row_of[new_run], minlength=n_rows) if len(part) else np.zeros(n_rows, np.int64)
-    pairs = np.unique(np.stack([row_of, part]), axis=1) if len(part) else np.zeros((2, 0), np.int64)
-    distinct = np.bincount(pairs[0], minlength=n_rows) if len(part) else np.zeros(n_rows, np.int64)
+    # a row of one run names one partition; only rows of several runs are counted (nearly every
+    # send is one message: its row needs no sort)
+    several = runs[row_of] > 1 if len(part) else np.zeros(0, bool)
+    pairs = np.unique(np.stack([row_of[several], part[several]]), axis=1)
+    distinct = np.where(runs > 1, np.bincount(pairs[0], minlength=n_rows), runs)
     run_idx = np.flatnonzero(new_run)
     parts_vals = part[run_idx]
     starts_vals = run_idx - row_off[row_of[run_idx]] if len(run_idx) else run_idx

@@ -6,7 +6,7 @@ history holds. This module only appends to it, from many threads at once.
 Beside history.jsonl (the crash-safe, readable record) the writer keeps
 history.parquet, the same ops paired as the checkers read them
 (``history.paired``), and its message index (``history.message_index``),
-written in row groups by a niced process of its own
+written in row groups by a process of its own
 (``history.live_copy``) so that analysis of a finished run never re-reads
 the JSONL. That process reads the JSONL behind the writer (a block of new
 lines about every second) and pairs each block column by column
@@ -34,8 +34,8 @@ from .parquet import remove_columnar
 log = logging.getLogger(__name__)
 
 ROW_GROUP = 10_000      # paired ops per row group of the live history.parquet
-TAIL_INTERVAL_S = 1.0   # how often the columnar copy reads the JSONL's new lines (it is niced:
-                        # on a busy machine it falls behind and pairs the rest at close)
+TAIL_INTERVAL_S = 1.0   # how often the columnar copy reads the JSONL's new lines (at once
+                        # while it is behind)
 COPY_BLOCK_BYTES = 1 << 26    # JSONL bytes paired at a time, at most (bounded memory)
 
 # A one-message send op as a row: (process, type, partition, value, offset or
@@ -193,7 +193,7 @@ def _row_lines(rows: list[tuple], node: str | None, index: int, t: int) -> list[
 class ColumnarCopy:
     """Keeps a Parquet copy of a JSONL history as it is written, from byte
     ``start`` (after the header), in row groups of ``row_group`` paired ops:
-    the pairing runs in a niced process of its own (``history.live_copy``,
+    the pairing runs in a process of its own (``history.live_copy``,
     which reads the JSONL behind the writer every ``interval_s`` and pairs it
     ``block_bytes`` at a time), so the recording process's threads pay nothing
     for it but the line they write (in a thread it took their GIL). Never fails
@@ -236,10 +236,9 @@ class ColumnarCopy:
         except (AttributeError, OSError, ValueError):   # no process, or it is gone
             return False
 
-    def hurry(self) -> None:
-        """The workload is over: the copy's process leaves its low priority
-        where it may (``history.live_copy``)."""
-        self._tell({"hurry": True})
+    def workload_over(self) -> None:
+        """The workload is over: the copy logs how far behind it is."""
+        self._tell({"workload_over": True})
 
     def close(self, jsonl_bytes: int) -> None:
         """Pair up to ``jsonl_bytes``, flush the last row group and write the
@@ -299,9 +298,9 @@ class HistoryWriter:
         return time.monotonic_ns() - self.start_ns
 
     def workload_over(self) -> None:
-        """No client threads left to protect: the columnar copy may catch up at full priority."""
+        """The workload is over (the columnar copy logs how far behind it is)."""
         if self._columnar is not None:
-            self._columnar.hurry()
+            self._columnar.workload_over()
 
     def append(self, op: Op) -> Op:
         """Write ``op`` with its index and time; returns it with them (the

@@ -160,22 +160,16 @@ def _nice(pid: int) -> int:
         return int(fh.read().rsplit(")", 1)[1].split()[16])
 
 
-def test_the_copy_runs_niced_and_leaves_its_low_priority_when_the_workload_is_over(tmp_path):
-    """Niced while client threads record; ``workload_over`` asks it back to the
-    recording process's priority, which only a process allowed to raise its own
-    gets (root does; anyone else's copy stays niced, as before)."""
+def test_the_copy_runs_at_the_recording_process_s_priority_and_says_how_far_behind_it_ended(tmp_path, caplog):
+    """Not niced (niced, a 10-minute run at full speed ended 2.1 GB behind:
+    history.live_copy); at the workload's end it logs what it still has to pair."""
+    import logging
     import os
-    import time as _time
     w = HistoryWriter(tmp_path / "history.jsonl")
-    pid = w._columnar.pid
-    own = _nice(os.getpid())
-    deadline = _time.monotonic() + 10
-    while _nice(pid) == own and _time.monotonic() < deadline:    # the copy nices itself as it starts
-        _time.sleep(0.05)
-    assert _nice(pid) == own + 10
+    for i in range(200):
+        w.append({"process": i, "type": "invoke", "f": "send", "value": [[0, i, None]]})
+    assert _nice(w._columnar.pid) == _nice(os.getpid())
     w.workload_over()
-    want = own if os.geteuid() == 0 else own + 10
-    while _nice(pid) != want and _time.monotonic() < deadline:
-        _time.sleep(0.05)
-    assert _nice(pid) == want
-    w.close()
+    with caplog.at_level(logging.INFO, logger="history.writer"):
+        w.close()
+    assert any("of history.jsonl still to pair at the workload's end" in r.getMessage() for r in caplog.records)
