@@ -36,7 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from proc_tree import watch  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
-LOGGED = re.compile(r"^\S+ (\S+) INFO MainThread (?:harness\.\w+|history\.writer|reports\.render): (.*)$")
+LOGGED = re.compile(r"^\S+ (\S+) INFO MainThread (?:harness\.\w+|history\.\w+|reports\.render): (.*)$")
 STAGE_LINES = ("cluster ", "heal_all", "pre-drain wait", "drain completed", "read Kafka's records",
                "analysis stage", "report written",
                "teardown", "history: the columnar copy", "history.parquet:")

@@ -8,8 +8,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from checkers import analyze_run
 from harness.store import write_json
+from history.row_groups import index_path
 from history.parquet import parquet_is_current
 from reports import render_run
 from reports.early import EarlyParts, early_parts
@@ -37,7 +41,8 @@ def analyze(run_dir: Path, checker_cfg: dict[str, Any] | None = None) -> Any:
         early: list[Future] = []
 
         def digest_beside(_parquet: Path | None = None) -> None:
-            early.append(pool.submit(_digest_beside, run_dir))
+            if fits_beside(run_dir):
+                early.append(pool.submit(_digest_beside, run_dir))
 
         if parquet_is_current(run_dir / "history.jsonl", run_dir / "history.parquet"):
             digest_beside()
@@ -51,6 +56,48 @@ def analyze(run_dir: Path, checker_cfg: dict[str, Any] | None = None) -> Any:
             log.error("rendering the report failed: %s", exc)
             log.info("report traceback:\n%s", traceback.format_exc())
     return verdict
+
+
+# Memory per message of the message index (a send or a read), measured on a 10-minute soak's
+# 76M (docs/benchmarks.md, "The final drain in processes"): the digest about 125 bytes, the Spark
+# workers together about 170 (each holds its partitions' whole index).
+DIGEST_BYTES_PER_MESSAGE = 125
+SPARK_BYTES_PER_MESSAGE = 170
+MEMORY_SHARE = 0.8       # of the memory available at the start, at most, for both at once
+
+
+def fits_beside(run_dir: Path, available: int | None = None) -> bool:
+    """Whether the report's digest may be made beside the checks: both at
+    once must fit in ``MEMORY_SHARE`` of the memory available (``available``
+    bytes, else /proc/meminfo's MemAvailable). A 10-minute run at full speed
+    did not: the two together were killed for memory on this 24 GB machine.
+    Else the report makes the digest after the checks (their memory freed),
+    which costs its time on the wait. Unknown sizes: beside, as before."""
+    try:
+        messages = pq.read_metadata(index_path(run_dir / "history.parquet")).num_rows
+    except (OSError, ValueError, pa.ArrowException):
+        return True
+    if available is None:
+        available = _memory_available()
+    if available is None:
+        return True
+    need = messages * (DIGEST_BYTES_PER_MESSAGE + SPARK_BYTES_PER_MESSAGE)
+    if need <= MEMORY_SHARE * available:
+        return True
+    log.info("the report's digest waits for the checks: %.1f GB for both at once (%d messages) "
+             "against %.1f GB available", need / 1e9, messages, available / 1e9)
+    return False
+
+
+def _memory_available() -> int | None:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
 def _digest_beside(run_dir: Path) -> EarlyParts:

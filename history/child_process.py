@@ -52,17 +52,21 @@ def say_line(line: str) -> None:
 
 
 class LogLines(logging.Handler):
-    """Log records, as ``{"log": level, "msg": ...}`` lines, for the parent to log."""
+    """Log records, as ``{"log": level, "msg": ..., "logger": name}`` lines, for
+    the parent to log under the same logger (so its console shows or hides
+    them as it would its own: the client libraries' only at -vv)."""
 
     def emit(self, record: logging.LogRecord) -> None:
-        say({"log": record.levelno, "msg": record.getMessage()})
+        say({"log": record.levelno, "msg": record.getMessage(), "logger": record.name})
 
 
 def relay_log(msg: dict, log: logging.Logger) -> bool:
-    """Log a helper's ``{"log": ...}`` line as the parent's own; False for any other line."""
+    """Log a helper's ``{"log": ...}`` line as the parent's own, under its
+    logger's name (else ``log``); False for any other line."""
     if "log" not in msg:
         return False
-    log.log(int(msg["log"]), "%s", msg.get("msg"))
+    name = msg.get("logger")
+    (logging.getLogger(name) if isinstance(name, str) and name else log).log(int(msg["log"]), "%s", msg.get("msg"))
     return True
 
 

@@ -59,7 +59,7 @@ def test_copy_over_many_small_blocks_equals_the_conversion(tmp_path):
 
 def test_copy_falls_back_to_op_by_op_mid_history_and_still_equals_the_conversion(tmp_path, caplog):
     import logging
-    with caplog.at_level(logging.INFO, logger="history.writer"):
+    with caplog.at_level(logging.INFO, logger="history"):
         live, converted = _copy_in_blocks(tmp_path, block_bytes=900, odd_at=6)
     assert "op-by-op pairing from here on" in caplog.text
     assert live == converted
@@ -170,6 +170,6 @@ def test_the_copy_runs_at_the_recording_process_s_priority_and_says_how_far_behi
         w.append({"process": i, "type": "invoke", "f": "send", "value": [[0, i, None]]})
     assert _nice(w._columnar.pid) == _nice(os.getpid())
     w.workload_over()
-    with caplog.at_level(logging.INFO, logger="history.writer"):
+    with caplog.at_level(logging.INFO, logger="history"):
         w.close()
     assert any("of history.jsonl still to pair at the workload's end" in r.getMessage() for r in caplog.records)
