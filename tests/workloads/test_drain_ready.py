@@ -4,6 +4,7 @@ fields drain completions carry when no broker answers, and a drain process
 that dies or cannot start."""
 from __future__ import annotations
 
+import subprocess
 import sys
 from dataclasses import dataclass
 
@@ -220,3 +221,22 @@ def test_settings_that_are_not_json_drain_in_this_process():
     done = drain("127.0.0.1:1", "nowhere", [0], {"socket.connection.setup.timeout.ms": 1000,
                                                   "error_cb": lambda err: None}, ops.append, 1.5)
     assert done == {0: False} and [o["type"] for o in ops] == ["invoke", "info"]
+
+
+CUT_SHORT = r"""import sys
+sys.stdout.write('{"process":1000000,"type":"invoke","f":"poll"}\t'
+                 '{"process":1000000,"type":"invoke","f":"poll","drain":true,"value":null}\n'
+                 '{"process":1000000,"type":"ok","f":"poll","watermarks":null,"end":null}\t{"process":10')
+"""
+
+
+def test_a_line_a_drain_process_did_not_finish_is_not_recorded(monkeypatch):
+    """A process killed mid-line leaves half an op: it is not written (the
+    history stays JSON lines), and the partition ends info after the invoke."""
+    from history import child_process
+    monkeypatch.setattr(child_process, "start", lambda module, settings, text: subprocess.Popen(
+        [sys.executable, "-c", CUT_SHORT], stdin=subprocess.PIPE, stdout=subprocess.PIPE))
+    ops: list[dict] = []
+    assert drain("127.0.0.1:1", "nowhere", [0], None, ops.append, 5) == {0: False}
+    assert [o["type"] for o in ops] == ["invoke", "info"]
+    assert "before it said whether it read the partition to its end" in ops[-1]["error"]
