@@ -210,13 +210,20 @@ class SshNode:
             try:
                 chan.settimeout(timeout + LOCAL_GRACE_S)
                 if stdin is not None:
-                    chan.sendall(stdin)
-                    # Our EOF must not follow the host's close of a command that is
-                    # already done: OpenSSH drops the whole connection for that.
-                    with chan.lock:
-                        closing = chan.closed or chan.eof_received
-                    if not closing:
-                        chan.shutdown_write()
+                    try:
+                        chan.sendall(stdin)
+                        # Our EOF must not follow the host's close of a command that is
+                        # already done: OpenSSH drops the whole connection for that.
+                        with chan.lock:
+                            closing = chan.closed or chan.eof_received
+                        if not closing:
+                            chan.shutdown_write()
+                    except OSError:
+                        # A command that ended before it read its stdin (``mkdir d && cat > f``
+                        # with d there) closed the channel under us: its exit status says how
+                        # it ended. Anything else is a lost connection, as before.
+                        if not (chan.closed and chan.exit_status_ready()):
+                            raise
                 deadline = time.monotonic() + timeout + LOCAL_GRACE_S
                 while True:
                     got = False
