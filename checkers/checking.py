@@ -71,13 +71,18 @@ def choose_engine(source: Path, settings: Settings, spark: Any = None) -> tuple[
     """(engine, why): the configured one, else Spark when a session is given
     (its start is paid), a non-local master is configured, or the history has
     more than REFERENCE_MAX_OPS ops; else the reference."""
+    return _engine(settings, spark, lambda: history_ops(source))
+
+
+def _engine(settings: Settings, spark: Any, ops: Callable[[], int]) -> tuple[str, str]:
+    """``choose_engine``'s rule, with ``ops()`` the history's ops (asked only when needed)."""
     if settings.engine != "auto":
         return settings.engine, "configured"
     if spark is not None:
         return "spark", "auto: a Spark session was given"
     if not settings.spark_master.startswith("local"):
         return "spark", f"auto: Spark master {settings.spark_master} configured"
-    n = history_ops(source)
+    n = ops()
     if n <= REFERENCE_MAX_OPS:
         return "reference", f"auto: {n} ops <= {REFERENCE_MAX_OPS}"
     return "spark", f"auto: {n} ops > {REFERENCE_MAX_OPS}"
@@ -92,8 +97,7 @@ def start_spark_ahead(run_dir: str | Path, config: dict[str, Any] | None, ops: i
     cfg = stored_checker_config(run_dir)
     cfg.update(config or {})
     settings = Settings.from_config(cfg)
-    wanted = settings.engine == "spark" or (settings.engine == "auto" and (
-        not settings.spark_master.startswith("local") or ops > REFERENCE_MAX_OPS))
+    wanted = _engine(settings, None, lambda: ops)[0] == "spark"
     if wanted:
         session.start_ahead(settings.spark_master, settings.spark_conf)
     return wanted

@@ -255,7 +255,7 @@ class Runner:
         cfg = self.cfg
         kafka = self.cluster.kafka
         self.events.phase("final", "healing faults, restarting brokers, draining")
-        self.recorder.writer.workload_over()     # the history's columnar copy keeps up with the drain
+        self.recorder.writer.workload_over()     # the history's columnar copy logs how far behind it is
         if self.nemesis is not None:
             for op in final_ops(self.packages):  # HEAL_ORDER first, then scenario packages
                 self._invoke_nemesis(op)
@@ -306,6 +306,7 @@ class Runner:
         if self.cluster is not None:
             if interrupted:
                 self._heal_everything(restart_dead=False)
+                step("healing")
             if self.records is not None:
                 self.records.finish()     # read before the nodes go
                 step("Kafka's record")
