@@ -44,7 +44,7 @@ from nemesis.protocol import NemesisContext
 from nemesis.proxy_nemesis import RunProxy
 from workloads.client import ClientContext
 from workloads.drain import WatermarkProbe, drain
-from workloads.drain_wait import wait_for_drain
+from workloads.drain_wait import settle_seconds, wait_for_drain
 from workloads.kinds import FINISH_PROCESS
 
 log = logging.getLogger(__name__)
@@ -259,7 +259,7 @@ class Runner:
         if self.nemesis is not None:
             for op in final_ops(self.packages):  # HEAL_ORDER first, then scenario packages
                 self._invoke_nemesis(op)
-        self._heal_everything(restart_dead=True)
+        healed = self._heal_everything(restart_dead=True)
         max_acked = dict(self.recorder.max_acked)  # the workload is over: no more sends
         probe = WatermarkProbe(kafka.bootstrap(), TOPIC, cfg.consumer)
         try:
@@ -272,7 +272,7 @@ class Runner:
                  first.get("waited_s", 0.0), {p: w["why"] for p, w in waits.items()})
         if not first.get("reached", True):
             self.events.note(f"drain wait gave up after {cfg.drain_wait:g}s: {first.get('why')}")
-        time.sleep(cfg.recovery)
+        time.sleep(settle_seconds(cfg.recovery, bool(self.faults.intervals), healed))
         if self.kind.finish is not None:   # e.g. the share drain: the group accepts what it still holds
             self.kind.finish(self._client_context(FINISH_PROCESS), self.recorder.append, log, cfg.drain_timeout)
         if self.records is not None and "hanging-transaction" not in self.kind.checks:
@@ -391,13 +391,15 @@ class Runner:
             self.events.fault(fault_line(event))
         return recorded
 
-    def _heal_everything(self, restart_dead: bool) -> None:
+    def _heal_everything(self, restart_dead: bool) -> dict[str, str]:
+        """Heal every node ({node: status}, as ``heal_all`` says; empty without a cluster)."""
         if self.cluster is None:
-            return
+            return {}
         # A clock set back freezes a broker's wall-clock timers: restart skewed brokers.
         skewed = any(p.name == "clock" for p in self.packages)
         result = heal_all(self.cluster.kafka, restart_dead=restart_dead, restart_skewed=skewed and restart_dead)
         log.info("heal_all: %s", result)
+        return result
 
     def _sampler(self) -> None:
         """Every ``sample_interval``: the controller's view of the partitions and,

@@ -17,6 +17,16 @@ from typing import Any, Callable, Iterable, Mapping
 Watermark = tuple[int, int, int | None] | None
 
 
+def settle_seconds(recovery: float, faults_ran: bool, healed: Mapping[str, str]) -> float:
+    """Seconds the cluster settles after the pre-drain wait, before the drain:
+    ``recovery``, or none when no fault ever started and the final heal found
+    every node as it should be ("ok": nothing stopped, skewed or restarted).
+    There is then nothing to recover from, and the settling was only time the
+    user waited (5 s of every faults-off run)."""
+    calm = not faults_ran and all(status == "ok" for status in healed.values())
+    return 0.0 if calm else recovery
+
+
 def _acked_text(m: int | None) -> str:
     return "no acknowledged write" if m is None else f"acknowledged up to offset {m}"
 

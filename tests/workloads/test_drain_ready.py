@@ -12,7 +12,7 @@ import pytest
 from confluent_kafka import KafkaError, Message
 
 from workloads.drain import drain, plain_pairs
-from workloads.drain_wait import drain_ready, partition_ready, wait_for_drain
+from workloads.drain_wait import drain_ready, partition_ready, settle_seconds, wait_for_drain
 from workloads.queue import shape_poll
 
 
@@ -240,3 +240,14 @@ def test_a_line_a_drain_process_did_not_finish_is_not_recorded(monkeypatch):
     assert drain("127.0.0.1:1", "nowhere", [0], None, ops.append, 5) == {0: False}
     assert [o["type"] for o in ops] == ["invoke", "info"]
     assert "before it said whether it read the partition to its end" in ops[-1]["error"]
+
+
+def test_a_run_without_faults_goes_to_its_drain_without_settling():
+    assert settle_seconds(5.0, False, {"n1": "ok", "n2": "ok"}) == 0.0
+    assert settle_seconds(5.0, False, {}) == 0.0
+
+
+def test_a_run_with_a_fault_or_a_node_the_heal_had_to_mend_settles_for_its_recovery():
+    assert settle_seconds(5.0, True, {"n1": "ok"}) == 5.0
+    assert settle_seconds(5.0, False, {"n1": "ok", "n2": "restarted"}) == 5.0
+    assert settle_seconds(2.5, False, {"n1": "heal failed: timeout"}) == 2.5
