@@ -119,7 +119,8 @@ def poll_columns(texts: pa.Array) -> MessageColumns:
     """messages, partitions, partition_starts of ok poll values ``{"<p>": [[o, v], ...]}``
     (or null), keeping each value's key order."""
     n_rows = len(texts)
-    keys = sorted(set(re.findall(rb'"([^"]*)":', _joined(texts).to_pybytes())) - {b"v"})
+    joined = _joined(texts)
+    keys = sorted(set(re.findall(rb'"([^"]*)":', joined.to_pybytes())) - {b"v"})
     ints_keys = []
     for k in keys:
         s = k.decode()
@@ -129,7 +130,7 @@ def poll_columns(texts: pa.Array) -> MessageColumns:
     if len(set(ints_keys)) != len(ints_keys):
         raise Unsupported("duplicate poll key")
     fields = [(k.decode(), pa.list_(pa.list_(pa.int64()))) for k in keys]
-    v = read_json(_joined(texts), pa.schema([("v", pa.struct(fields))]), "error")["v"].combine_chunks() \
+    v = read_json(joined, pa.schema([("v", pa.struct(fields))]), "error")["v"].combine_chunks() \
         if n_rows else pa.array([], pa.struct(fields))
     # Per key, its entries (the rows whose value has it, with the key's position in the text)
     # and its messages, flattened in row order; then every entry in (row, position) order and

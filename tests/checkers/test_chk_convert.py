@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -162,3 +163,25 @@ def test_transactions_commits_and_rebalances_convert_like_the_per_op_path(tmp_pa
     assert commit["committed"] == [{"partition": 0, "offset": 11}]
     assert [(m["partition"], m["offset"]) for m in aborted["messages"]] == [(2, None)]
     assert aborted["type"] == "fail"
+
+
+# Lines of every shape the value's regex meets: values last and not, nested, null and near-null,
+# whitespace before and inside, lists the regex cuts short or refuses, a second "value" key, no value.
+VALUE_LINES = [b'{"a":1,"value":{"1":[[1,2]]},"w":{"x":1}}\n', b'{"value": {"1":[[1,2]]}}\n', b'{"value":null}\n',
+               b'{"value":nul}\n', b'{"value":nullx}\n', b'{"value":[[0,1,null]],"p":"x"}\n',
+               b'{"value":[[0,1,null]]}\n', b'{"value":[]}\n', b'{"value":[}\n', b'{"value":{"a":{"b":1}}}\n',
+               b'{"value":{}}\n', b'{"x":1}\n', b'{"value":"s"}\n', b'{"value":[1,2,"a"]}\n', b'{"value":[1,[2]]}\n',
+               b'{"value":{"1":[[1,2]]},"value":[1]}\n', b'{"value":5,"value":[1]}\n', b'{"value":[1] , "x":2}\n',
+               b'{"value":{"k" : [ 1 ]} }\n', b'{"e":"\xc3\xa9","value":[[1,2]]}\n', b'{"value":\t[1]}\n',
+               b'{"value":]}\n', b'{"value":[[1,2]]]}\n', b'{"value":{"a":1}}}\n', b'{"value":']
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(VALUE_LINES), min_size=1, max_size=12))
+def test_value_texts_are_what_the_regex_extracts(pieces: list[bytes]) -> None:
+    """``value_texts`` finds the value by byte positions; on every line it
+    gives what ``_VALUE_RE`` extracts, null where that extracts nothing."""
+    body = b"".join(pieces)
+    lines = jsonl_blocks._split_lines(body if body.endswith(b"\n") else body + b"\n")
+    regex = pc.struct_field(pc.extract_regex(lines, jsonl_blocks._VALUE_RE), "v")
+    assert jsonl_blocks.value_texts(lines).to_pylist() == regex.to_pylist()
