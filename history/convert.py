@@ -36,7 +36,7 @@ from history.ops import COMPLETIONS, INVOKE, OK, POLL, SEND
 from history.paired import CLIENT, MESSAGE_TYPE, PARQUET_SCHEMA, _build
 from history.value_columns import list_column, poll_columns, send_columns
 
-__all__ = ["BLOCK_BYTES", "Unsupported", "history_table", "history_tables", "pair_block"]
+__all__ = ["BLOCK_BYTES", "Unsupported", "carry_text", "history_table", "history_tables", "pair_parsed", "parse_lines"]
 
 log = logging.getLogger(__name__)
 
@@ -76,11 +76,16 @@ def history_tables(path: Path, block_bytes: int | None = None) -> Iterator[pa.Ta
                 yield table
 
 
-def pair_block(body: bytes, final: bool) -> tuple[pa.Table, bytes]:
-    """The paired ops of a block of lines, and (unless ``final``) the lines of
-    the invokes still outstanding at its end, to prepend to the next block."""
-    table, carry = _pair(parse_lines(body), final)
-    return table, "".join(carry.lines.to_pylist()).encode() if carry is not None else b""
+def pair_parsed(parsed: ParsedLines, carry: ParsedLines | None, final: bool) -> tuple[pa.Table, ParsedLines | None]:
+    """The paired ops of a parsed block of lines (``jsonl_blocks.parse_lines``)
+    after the ``carry`` of the block before, and (unless ``final``) the lines
+    of the invokes still outstanding at its end: the next block's carry."""
+    return _pair(parsed if carry is None else carry.concat(parsed), final)
+
+
+def carry_text(carry: ParsedLines | None) -> bytes:
+    """A carry's lines as the file had them."""
+    return "".join(carry.lines.to_pylist()).encode() if carry is not None else b""
 
 
 def _take(arr: pa.Array, idx: np.ndarray) -> pa.Array:
