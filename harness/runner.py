@@ -24,17 +24,18 @@ from broker.lifecycle import BrokerSettings
 from checkers import start_spark_ahead
 from harness import provenance, schedule
 from harness.analysis import analyze
+from harness.fault_driver import FaultDriver
 from harness.fault_pacing import FaultPace
 from harness.client_config import TOPIC, client_context, run_group_id, stored_client_settings
-from harness.progress import RunListener, as_listener, fault_line
+from harness.progress import RunListener, as_listener
 from harness.record_collector import RecordReading, collect_find_hanging
 from harness.run_cluster import ClusterHandle, cluster_up, mark_kept, sweep_dead_runs
 from harness.run_config import RunConfig, workload_kind
 from harness.samplers import GroupOffsetSampler, controller_partition_states, metadata_sample
 from harness.store import attach_log_file, link_latest, new_run_dir, record_early_failure, write_json
 from harness.worker_loops import WorkerLoops
-from history.fault_intervals import FaultTracker, NemesisOp
-from history.ops import ACTION_START, FAIL, INFO, INVOKE, NEMESIS, OK, POLL, SEND, TXN
+from history.fault_intervals import FaultTracker
+from history.ops import FAIL, INFO, OK, POLL, SEND, TXN
 from history.recorder import Recorder
 from history.writer import HistoryWriter
 from infra.distribution import resolve_kafka
@@ -82,11 +83,9 @@ class Runner:
         self.drain_completed: dict[int, bool] = {}
         self.cluster: ClusterHandle | None = None
         self.records: RecordReading | None = None    # Kafka's own record, once the cluster is up
-        self.nemesis = None
+        self.nemesis: FaultDriver | None = None      # the nemesis, its ops recorded (harness/fault_driver.py)
         self.packages: list = []
         self.faults = FaultTracker()     # what the progress line says is in effect
-        # One nemesis op at a time: the final heal waits for a fault op still running.
-        self._nemesis_lock = threading.Lock()
         self._abandon = threading.Event()            # interrupted: do not wait for in-flight sends
         self.workers: WorkerLoops | None = None      # the worker threads' bodies, from the workload phase on
         self.proxy: RunProxy | None = None           # a proxied run's protocol proxy (nemesis/proxy_nemesis.py)
@@ -207,7 +206,7 @@ class Runner:
         if cfg.nemesis.faults:
             self.packages = build_packages(list(cfg.nemesis.faults))
             ctx = NemesisContext(self.cluster.kafka, TOPIC, random.Random(f"kchaos:{cfg.seed}:resolve"))
-            self.nemesis = build_nemesis(self.packages, ctx)
+            self.nemesis = FaultDriver(build_nemesis(self.packages, ctx), self.recorder, self.events, self.faults)
         if self.kind.group_members:    # a group's committed offsets, read at each sample
             self.offsets = GroupOffsetSampler(self.cluster.kafka.bootstrap(), run_group_id(cfg), TOPIC,
                                               cfg.workload.partitions, self.recorder.append)
@@ -258,7 +257,7 @@ class Runner:
         self.recorder.writer.workload_over()     # the history's columnar copy logs how far behind it is
         if self.nemesis is not None:
             for op in final_ops(self.packages):  # HEAL_ORDER first, then scenario packages
-                self._invoke_nemesis(op)
+                self.nemesis.invoke(op)
         healed = self._heal_everything(restart_dead=True)
         max_acked = dict(self.recorder.max_acked)  # the workload is over: no more sends
         probe = WatermarkProbe(kafka.bootstrap(), TOPIC, cfg.consumer)
@@ -359,37 +358,10 @@ class Runner:
             for at, op in schedule.fault_plan(self.cfg):
                 if self.stop.wait(max(0.0, self.pace.start_time(at) - time.monotonic())):
                     return
-                self._invoke_nemesis(op)
+                self.nemesis.invoke(op)
                 self.pace.completed(at, time.monotonic())
         finally:
             self.pace.finished()
-
-    def _invoke_nemesis(self, op: dict) -> dict:
-        with self._nemesis_lock:
-            return self._invoke_nemesis_locked(op)
-
-    def _invoke_nemesis_locked(self, op: dict) -> dict:
-        self.recorder.append({"process": NEMESIS, "type": INVOKE, "f": op["f"], "value": op.get("value")})
-        try:
-            done = self.nemesis.invoke(dict(op))
-        except Exception as exc:
-            log.warning("nemesis op %s failed: %s", op["f"], exc)
-            # A nemesis raises only when it could do nothing: no fault began or ended.
-            done = {"type": INFO, "f": op["f"],
-                    "value": {**(op.get("value") or {}), "action": None, "error": str(exc)}}
-        done = {k: v for k, v in done.items() if k not in ("index", "time", "process")}
-        recorded = self.recorder.append({"process": NEMESIS, **done, "type": INFO, "f": op["f"]})
-        event = NemesisOp(index=recorded["index"], invoke_time=recorded["time"], time=recorded["time"],
-                          f=op["f"], value=recorded.get("value"))
-        active = set(self.faults.active_kinds())
-        self.faults.add(event)
-        # A stop or heal of a fault that was not in effect (the final phase heals
-        # every kind) is no news to the console; the history has it anyway.
-        healed_something = event.fault in active if event.fault else bool(active)
-        if (event.action == ACTION_START or event.action is not None and healed_something
-                or isinstance(event.value, dict) and event.value.get("error")):
-            self.events.fault(fault_line(event))
-        return recorded
 
     def _heal_everything(self, restart_dead: bool) -> dict[str, str]:
         """Heal every node ({node: status}, as ``heal_all`` says; empty without a cluster)."""
