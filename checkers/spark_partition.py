@@ -24,18 +24,21 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cached_property
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from history.arrays import _array, _bools, _np
+from history.arrays import _bools, _np
 from history.message_index import (ACK, DRAIN_READ_OP, FAIL, FAIL_SEND_OP, INFO_SEND_OP, OK_NO_OFFSET, OK_SEND_OP,
                                    READ, READ_OP, TXN_ABORTED, TXN_FAIL_OP, TXN_INFO_OP, TXN_OK_OP, TXN_OK_READ_OP,
                                    TXN_READ_OP, TXN_UNKNOWN)
 
-from .spark_arrays import _first_k, _groups, unique
+from .spark_arrays import (_first_k, _groups, column, count_distinct, dedup_sorted, lexsort_grouped,
+                           pack_sorted, rows_by, spans, unique)
+from .spark_arrays import unpack_sorted  # noqa: F401 - spark.py's, from here as before
 from .spark_chains import poll_chains
 
 OUT_SCHEMA = pa.schema([
@@ -64,21 +67,6 @@ class Context:
     rebalances: dict[tuple[int, int], list[tuple[int, int, frozenset[int]]]] = field(default_factory=dict)
     # run -> (ids of info txns settled committed, of those settled aborted), sorted (settle.py)
     settled: dict[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
-
-
-_ZSTD = pa.Codec("zstd", 1)
-
-
-def pack_sorted(a: np.ndarray) -> bytes:
-    """int64 samples sorted and compressed, with their count first: a 10M-op
-    history's lag samples, 27 MB raw on their way to the driver, are 0.3 MB."""
-    a = np.sort(a.astype(np.int64))
-    return np.int64(len(a)).tobytes() + _ZSTD.compress(a.tobytes(), asbytes=True)
-
-
-def unpack_sorted(b: bytes) -> np.ndarray:
-    n = int(np.frombuffer(b[:8], np.int64)[0])
-    return np.frombuffer(_ZSTD.decompress(b[8:], decompressed_size=8 * n, asbytes=True), np.int64)
 
 
 def settled_kinds(op_kind: np.ndarray, ids: np.ndarray, committed: np.ndarray, aborted: np.ndarray) -> np.ndarray:
@@ -113,6 +101,14 @@ class Out:
         return pa.Table.from_pylist(self.rows, schema=OUT_SCHEMA)
 
 
+class Reads(NamedTuple):
+    """What lost and phantom ask of a partition's reads: every value read, ascending;
+    the highest offset read and the lowest op that read it."""
+    vals: np.ndarray
+    max_off: int | None
+    max_reader: int | None
+
+
 class PartitionLog:
     """One (run, partition): its messages as arrays, and the indexes the checks share."""
 
@@ -120,21 +116,15 @@ class PartitionLog:
         self.ctx, self.k = ctx, ctx.k
         self.run, self.p = run, partition
         self.out = Out(self.run, self.p)
-        # one row per message (spark_scan.MESSAGE_SCHEMA)
-        t = t.combine_chunks()
+        # one row per message (spark_scan.MESSAGE_SCHEMA); the columns are read-only views of Arrow buffers
         offs = t["offset"]
         self.has_off = (_bools(offs.is_valid()) if offs.null_count else np.ones(len(offs), bool))
-        self.off, self.val = _np(offs), _np(t["value"])
-        self.pos = _np(t["pos"]).astype(np.int64)
-        self.ids, self.proc = _np(t["id"]), _np(t["process"], -1).astype(np.int64)
-        self.sender = self.proc
-        if t["producer"].null_count < len(t):
-            # a pipelined producer's sends keep order per producer (reference.sender):
-            # producer codes below -1, clear of every process number
-            code = _np(pc.dictionary_encode(_array(t["producer"])).indices, -1).astype(np.int64)
-            self.sender = np.where(code >= 0, -2 - code, self.proc)
-        self.t_inv, self.t_done = _np(t["t_inv"]), _np(t["t_done"], -1)
-        op_kind = _np(t["kind"]).astype(np.int8)
+        self.off, self.val = column(t, "offset"), column(t, "value")
+        self.pos = column(t, "pos")            # int32: only compared, sorted and reported
+        self.ids, self.proc = column(t, "id"), column(t, "process", -1).astype(np.int64, copy=False)
+        self._producer = t["producer"]          # for the acks' senders (acks)
+        self.t_inv, self.t_done = column(t, "t_inv"), column(t, "t_done", -1)
+        op_kind = column(t, "kind").astype(np.int8, copy=False)
         if run in ctx.settled:
             op_kind = settled_kinds(op_kind, self.ids, *ctx.settled[run])
         self.op_kind = op_kind
@@ -151,99 +141,149 @@ class PartitionLog:
         self.kind = kind
         self.ack, self.read = kind == ACK, kind == READ
         obs = self.ack | self.read
-        self.known = unique(self.off[obs])
+        # The acks and reads by offset, stably (history order within one), and their offsets so:
+        # offsets() groups them (and drops them), and known and each one's place in it come from them.
+        by_off = rows_by(self.off, obs)
+        so = self.off[by_off]
+        self._by_off = (by_off, so)
+        new = np.empty(len(so), bool)
+        new[:1] = True
+        np.not_equal(so[1:], so[:-1], out=new[1:])
+        self.known = so[new]
+        # known[rank[i]] == off[i] for every ack and read i (0 elsewhere): how polls rank reads
+        rank = np.cumsum(new, dtype=np.int32 if len(new) < 1 << 31 else np.int64)
+        rank -= 1
+        self.rank = np.zeros(len(self.off), rank.dtype)
+        self.rank[by_off] = rank
+        del rank, new
         # what a read_committed consumer sees: not offsets known only from aborted or info txns' values
         hidden = self.val[(kind == TXN_ABORTED) | (kind == TXN_UNKNOWN)]
-        self.known_rc = unique(self.off[obs & ~np.isin(self.val, hidden)]) if len(hidden) else self.known
-        # reads by value: first reader, lowest offset read; highest offset read and its first reader
-        rv, ro, rid = self.val[self.read], self.off[self.read], self.ids[self.read]
-        order = np.argsort(rv, kind="stable")
-        gs, _ = _groups([rv[order]])
-        self.read_vals = rv[order][gs]
-        self.first_reader = np.minimum.reduceat(rid[order], gs) if len(gs) else np.zeros(0, np.int64)
-        self.low_off = np.minimum.reduceat(ro[order], gs) if len(gs) else np.zeros(0, np.int64)
-        self.max_off = int(ro.max()) if len(ro) else None
-        self.max_reader = int(rid[ro == self.max_off].min()) if len(ro) else None
+        self.known_rc = (unique(self.off[obs & ~np.isin(self.val, hidden)], "stable") if len(hidden)
+                         else self.known)
+
+    @cached_property
+    def reads(self) -> Reads:
+        """The values read; the highest offset read and its first reader. (Each value's
+        first reader and lowest offset, which phantom names, only for its witnesses.)"""
+        ro = self.off[self.read]
+        max_off = int(ro.max()) if len(ro) else None
+        max_reader = int(self.ids[self.read][ro == max_off].min()) if len(ro) else None
+        return Reads(unique(self.val[self.read], "stable"), max_off, max_reader)
+
+    def _pairs(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The distinct (offset, value) of ``rows``, in that order, each with its lowest op."""
+        oo, ov, oid = self.off[rows], self.val[rows], self.ids[rows]
+        order = np.lexsort((oid, ov, oo))
+        oo, ov, oid = oo[order], ov[order], oid[order]
+        s, _ = _groups([oo, ov])
+        return oo[s], ov[s], oid[s]
 
     def offsets(self) -> None:
-        """inconsistent-offset, order (partition, offset); duplicate, order (partition, value)."""
+        """inconsistent-offset, order (partition, offset); duplicate, order (partition, value).
+        Which offsets (values) are bad takes a sort by offset (value) alone: a group
+        has two values (offsets) iff two neighbours differ. The (offset, value, op)
+        order the witnesses need is then only of the bad groups' rows."""
         obs = self.ack | self.read
-        oo, ov, oid = self.off[obs], self.val[obs], self.ids[obs]
-        order = np.lexsort((oid, ov, oo))
-        s, _ = _groups([oo[order], ov[order]])
-        pov_o, pov_v, pov_first = oo[order][s], ov[order][s], oid[order][s]
+        by_off, so = self.__dict__.pop("_by_off", (None, None))
+        if by_off is None:
+            by_off = rows_by(self.off, obs)
+            so = self.off[by_off]
         p, k, out = self.p, self.k, self.out
+        sv = self.val[by_off]
+        two = np.flatnonzero((so[1:] == so[:-1]) & (sv[1:] != sv[:-1]))
+        del sv
+        inc = dedup_sorted(so[two + 1])             # every inconsistent offset, ascending
+        lo, hi = np.searchsorted(so, inc, "left"), np.searchsorted(so, inc, "right")
+        del so
+        out.count("inconsistent-offset", len(inc))
+        pov_o, pov_v, pov_first = self._pairs(by_off[spans(lo[:k], hi[:k])])
         gs, ge = _groups([pov_o])
-        bad = np.flatnonzero(ge - gs > 1)
-        out.count("inconsistent-offset", len(bad))
-        for g in bad[:k]:
-            out.witness("inconsistent-offset", [p, pov_o[gs[g]]], [pov_o[gs[g]]], pov_v[gs[g]:ge[g]],
-                        pov_first[gs[g]:ge[g]])
+        for a, b in zip(gs, ge):
+            out.witness("inconsistent-offset", [p, pov_o[a]], [pov_o[a]], pov_v[a:b], pov_first[a:b])
         # every inconsistent offset and its earliest ack time (-1: none), for the election step
-        inc = pov_o[gs[bad]]
-        first = np.full(len(inc), -1, np.int64)
-        if len(inc):        # by slices of the acks in offset order: a bad election can leave thousands
-            ao, at = self.off[self.ack], self.t_done[self.ack]
-            o = np.argsort(ao, kind="stable")
-            ao, at = ao[o], at[o]
-            lo, hi = np.searchsorted(ao, inc, "left"), np.searchsorted(ao, inc, "right")
-            first = np.array([at[a:b].min() if b > a else -1 for a, b in zip(lo, hi)], np.int64)
+        rows = by_off[spans(lo, hi)]
+        acked = self.ack[rows]
+        at, grp = self.t_done[rows[acked]], np.repeat(np.arange(len(inc)), hi - lo)[acked]
+        first = np.full(len(inc), np.iinfo(np.int64).max, np.int64)
+        np.minimum.at(first, grp, at)
+        first[np.bincount(grp, minlength=len(inc)) == 0] = -1
         self.out.rows.append({"what": "inconsistent", "offsets": inc.tolist(), "blob": first.tobytes()})
-        o2 = np.lexsort((pov_o, pov_v))
-        dv, do, df = pov_v[o2], pov_o[o2], pov_first[o2]
-        gs, ge = _groups([dv])
-        bad = np.flatnonzero(ge - gs > 1)
-        out.count("duplicate", len(bad))
-        for g in bad[:k]:
-            out.witness("duplicate", [p, dv[gs[g]]], do[gs[g]:ge[g]], [dv[gs[g]]], df[gs[g]:ge[g]])
+        del by_off, rows
+        by_val = rows_by(self.val, obs)
+        sv, so = self.val[by_val], self.off[by_val]
+        two = np.flatnonzero((sv[1:] == sv[:-1]) & (so[1:] != so[:-1]))
+        del so
+        dup = dedup_sorted(sv[two + 1])              # every value at two offsets, ascending
+        out.count("duplicate", len(dup))
+        lo, hi = np.searchsorted(sv, dup[:k], "left"), np.searchsorted(sv, dup[:k], "right")
+        for a, b in zip(lo, hi):
+            do, dv, df = self._pairs(by_val[a:b])
+            out.witness("duplicate", [p, dv[0]], do, [dv[0]], df)
 
     def lost(self) -> None:
         """lost-write / unseen: ok sends never read; order (partition, value, op, position)."""
-        okm = (self.kind == ACK) | (self.kind == OK_NO_OFFSET)
-        kv, ko, kho, kid, kpos = self.val[okm], self.off[okm], self.has_off[okm], self.ids[okm], self.pos[okm]
-        ktxn = self.txn_w[okm]
-        unread = ~np.isin(kv, self.read_vals)
+        ki = np.flatnonzero((self.kind == ACK) | (self.kind == OK_NO_OFFSET))
+        kv, ktxn, rd = self.val[ki], self.txn_w[ki], self.reads
         dc = (self.run, self.p) in self.ctx.drained
-        reached = kho & (ko <= self.max_off) if self.max_off is not None else np.zeros(len(kv), bool)
         if dc:
             # The completed drain is what survived: missing from it is lost, read before or not.
             lost = ~np.isin(kv, self.val[self.read & self.drain])
             unseen = np.zeros(len(kv), bool)
         else:
+            unread = ~np.isin(kv, rd.vals)
+            reached = (self.has_off[ki] & (self.off[ki] <= rd.max_off) if rd.max_off is not None
+                       else np.zeros(len(kv), bool))
             lost, unseen = unread & reached, unread & ~reached
-        extra = {"max_read_offset": self.max_off, "drain_complete": dc}
+        extra = {"max_read_offset": rd.max_off, "drain_complete": dc}
+        ids, pos, off, val = self.ids, self.pos, self.off, self.val
         for typ, mask in (("lost-write", lost & ~ktxn), ("unseen", unseen), ("lost-txn-write", lost & ktxn)):
-            idx = np.flatnonzero(mask)
-            self.out.count(typ, len(idx))
-            for i in idx[_first_k([kv[idx], kid[idx], kpos[idx]], self.k)]:
-                wids = [kid[i]] + ([self.max_reader] if typ == "lost-write" and self.max_reader is not None
-                                   else [])
-                self.out.witness(typ, [self.p, kv[i], kid[i], kpos[i]], [ko[i]] if kho[i] else [], [kv[i]],
+            rows = ki[mask]
+            self.out.count(typ, len(rows))
+            for i in rows[_first_k([val[rows], ids[rows], pos[rows]], self.k)]:
+                wids = [ids[i]] + ([rd.max_reader] if typ == "lost-write" and rd.max_reader is not None else [])
+                self.out.witness(typ, [self.p, val[i], ids[i], pos[i]], [off[i]] if self.has_off[i] else [], [val[i]],
                                  wids, extra=extra)
         # every lost write (offset -1: none known) and its ack time, for the election step
-        self.out.rows.append({"what": "losses", "offsets": np.where(kho, ko, -1)[lost].tolist(),
-                              "values": kv[lost].tolist(),
-                              "blob": self.t_done[okm][lost].astype(np.int64).tobytes()})
-        self.out.rows.append({"what": "stat", "type": "acknowledged", "n": int(len(unique(kv)))})
-        self.out.rows.append({"what": "stat", "type": "read", "n": int(len(self.read_vals))})
+        li = ki[lost]
+        self.out.rows.append({"what": "losses", "offsets": np.where(self.has_off[li], off[li], -1).tolist(),
+                              "values": val[li].tolist(), "blob": self.t_done[li].astype(np.int64).tobytes()})
+        self.out.rows.append({"what": "stat", "type": "acknowledged", "n": count_distinct(kv, "stable")})
+        self.out.rows.append({"what": "stat", "type": "read", "n": int(len(rd.vals))})
 
     def phantom(self) -> None:
         """Failed sends whose value was read; order (partition, value, op, position)."""
         fm = self.kind == FAIL
         fv, fid, fpos = self.val[fm], self.ids[fm], self.pos[fm]
-        rv = self.read_vals
+        rv = self.reads.vals
         j = np.searchsorted(rv, fv)
         hit = (j < len(rv)) & (rv[np.minimum(j, len(rv) - 1)] == fv) if len(rv) else np.zeros(len(fv), bool)
         idx = np.flatnonzero(hit)
         self.out.count("phantom-write", len(idx))
-        for i in idx[_first_k([fv[idx], fid[idx], fpos[idx]], self.k)]:
-            self.out.witness("phantom-write", [self.p, fv[i], fid[i], fpos[i]], [self.low_off[j[i]]], [fv[i]],
-                             [fid[i], self.first_reader[j[i]]])
+        wit = idx[_first_k([fv[idx], fid[idx], fpos[idx]], self.k)]
+        rows = np.flatnonzero(self.read & np.isin(self.val, fv[wit])) if len(wit) else wit
+        for i in wit:               # the value's lowest offset read and first reader
+            r = rows[self.val[rows] == fv[i]]
+            self.out.witness("phantom-write", [self.p, fv[i], fid[i], fpos[i]], [self.off[r].min()], [fv[i]],
+                             [fid[i], self.ids[r].min()])
+
+    def senders(self, rows: np.ndarray) -> np.ndarray:
+        """The sender of each of ``rows``: its producer if any (a pipelined
+        producer's sends keep order per producer, reference.sender), as a code
+        below -1, clear of every process number; else its process. Codes in
+        order of the producers' first messages of the partition."""
+        col = self._producer
+        if col.null_count == len(col):
+            return self.proc[rows]
+        codes = pc.dictionary_encode(col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()).indices
+        code = _np(codes.take(pa.array(rows)), -1)
+        sender = self.proc[rows]
+        np.subtract(-2, code, out=sender, where=code >= 0)
+        return sender
 
     def acks(self) -> None:
-        a = self.ack
-        _acks(self.out, self.p, self.off[a], self.val[a], self.ids[a], self.pos[a], self.sender[a],
-              self.t_inv[a], self.t_done[a], self.k)
+        a = np.flatnonzero(self.ack)
+        _acks(self.out, self.p, a, self.off, self.val, self.ids, self.pos, self.senders(a), self.t_inv, self.t_done,
+              self.k)
 
     def lag(self) -> None:
         _lag(self.out, self.off[self.ack], self.t_done[self.ack], self.read & ~self.drain & ~self.txn_r, self.off,
@@ -309,35 +349,43 @@ def analyze_group(key: tuple, t: pa.Table, ctx: Context) -> pa.Table:
     return plog.out.table()
 
 
-def _acks(out: Out, p: int, ao: np.ndarray, av: np.ndarray, aid: np.ndarray, apos: np.ndarray,
-          aproc: np.ndarray, ainv: np.ndarray, at: np.ndarray, k: int) -> None:
-    """nonlinearizable-offset and nonmonotonic-send (``aproc``: each ack's
-    sender, its producer or process); order (partition, op, position)."""
-    # earliest completion among acks at or above each ack's offset
-    desc = np.argsort(-ao, kind="stable")
-    cm = np.minimum.accumulate(at[desc]) if len(desc) else at
-    gs, ge = _groups([ao[desc]])
-    first_t = np.empty(len(ao), np.int64)
-    first_t[desc] = np.repeat(cm[ge - 1], ge - gs)
-    idx = np.flatnonzero(first_t < ainv)
+def _acks(out: Out, p: int, a: np.ndarray, off: np.ndarray, val: np.ndarray, ids: np.ndarray, pos: np.ndarray,
+          aproc: np.ndarray, t_inv: np.ndarray, t_done: np.ndarray, k: int) -> None:
+    """nonlinearizable-offset and nonmonotonic-send of the acks (rows ``a``;
+    ``aproc``: each one's sender, its producer or process); order (partition,
+    op, position). Columns are taken for the acks as each step needs them, not
+    all at once: 71 MB each at 9M acks."""
+    # earliest completion among acks at or above each ack's offset: a suffix minimum in offset
+    # order (the acks' own order, mostly), taken at the first ack of each offset
+    ao, at = off[a], t_done[a]
+    asc = None if (ao[1:] >= ao[:-1]).all() else np.argsort(ao, kind="stable")
+    so, st = (ao, at) if asc is None else (ao[asc], at[asc])
+    first_t = np.minimum.accumulate(st[::-1])[::-1]
+    if (so[1:] == so[:-1]).any():
+        first_t = first_t[np.maximum.accumulate(np.where(np.r_[True, so[1:] != so[:-1]], np.arange(len(so)), 0))]
+    del so, st
+    hit = np.flatnonzero(first_t < t_inv[a if asc is None else a[asc]])
+    idx, first_t = (hit, first_t[hit]) if asc is None else (asc[hit], first_t[hit])
+    o = np.argsort(idx)
+    idx, first_t = idx[o], first_t[o]                   # indexes into a, ascending
     out.count("nonlinearizable-offset", len(idx))
-    for i in idx[_first_k([aid[idx], apos[idx]], k)]:
-        cand = np.flatnonzero((ao >= ao[i]) & (at == first_t[i]))
-        a = cand[np.lexsort((av[cand], ao[cand], aid[cand]))[0]]
-        out.witness("nonlinearizable-offset", [p, aid[i], apos[i]], [ao[a], ao[i]], [av[a], av[i]],
-                    [aid[a], aid[i]])
+    for j in _first_k([ids[a[idx]], pos[a[idx]]], k):
+        i = a[idx[j]]
+        cand = a[np.flatnonzero((ao >= off[i]) & (at == first_t[j]))]
+        c = cand[np.lexsort((val[cand], off[cand], ids[cand]))[0]]
+        out.witness("nonlinearizable-offset", [p, ids[i], pos[i]], [off[c], off[i]], [val[c], val[i]],
+                    [ids[c], ids[i]])
+    del at
     # successive acks of one sender
-    order = np.lexsort((apos, aid, aproc))
-    so, sproc = ao[order], aproc[order]
-    same = sproc[1:] == sproc[:-1]
-    prev = np.flatnonzero(same & (so[1:] <= so[:-1]))
+    order = lexsort_grouped([aproc], a, [ids, pos])
+    so, sproc = (ao, aproc) if order is None else (ao[order], aproc[order])
+    prev = np.flatnonzero((sproc[1:] == sproc[:-1]) & (so[1:] <= so[:-1]))
     out.count("nonmonotonic-send", len(prev))
-    cur = order[prev + 1]
-    pr = order[prev]
-    for j in _first_k([aid[cur], apos[cur]], k):
+    cur, pr = (prev + 1, prev) if order is None else (order[prev + 1], order[prev])
+    cur, pr = a[cur], a[pr]
+    for j in _first_k([ids[cur], pos[cur]], k):
         c, q = cur[j], pr[j]
-        out.witness("nonmonotonic-send", [p, aid[c], apos[c]], [ao[q], ao[c]], [av[q], av[c]],
-                    [aid[q], aid[c]])
+        out.witness("nonmonotonic-send", [p, ids[c], pos[c]], [off[q], off[c]], [val[q], val[c]], [ids[q], ids[c]])
 
 
 def _lag(out: Out, ao: np.ndarray, at: np.ndarray, lagm: np.ndarray, off: np.ndarray, ids: np.ndarray,
