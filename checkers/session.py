@@ -34,6 +34,8 @@ import threading
 from pathlib import Path
 from typing import Any, Iterator
 
+from history import allocator
+
 log = logging.getLogger(__name__)
 
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
@@ -62,6 +64,8 @@ DEFAULT_CONF: dict[str, str] = {
     # ...and at most 32 MiB a batch, so a batch of long rows stays small on the JVM heap
     "spark.sql.execution.arrow.maxBytesPerBatch": str(32 << 20),
     "spark.driver.extraJavaOptions": " ".join([f"-Dlog4j2.configurationFile=file:{LOG4J2}", *JVM_OPTIONS]),
+    # the Python workers' big arrays reuse freed memory instead of new zeroed pages (history/allocator.py)
+    **{f"spark.executorEnv.{k}": v for k, v in allocator.ENV.items()},
 }
 EXTRA_JAVA = "spark.driver.extraJavaOptions"
 

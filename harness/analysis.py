@@ -13,6 +13,7 @@ import pyarrow.parquet as pq
 
 from checkers import analyze_run
 from harness.store import write_json
+from history import allocator
 from history.row_groups import index_path
 from history.parquet import parquet_is_current
 from reports import render_run
@@ -37,6 +38,7 @@ def analyze(run_dir: Path, checker_cfg: dict[str, Any] | None = None) -> Any:
     written; with the reference engine and a JSONL history, after the checks.
     """
     run_dir = Path(run_dir)
+    allocator.tune()        # the digest's arrays reuse freed memory (history/allocator.py)
     with ThreadPoolExecutor(1, thread_name_prefix="kchaos-digest") as pool:
         early: list[Future] = []
 

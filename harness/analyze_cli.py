@@ -18,6 +18,7 @@ from rich.text import Text
 from harness.analysis import analyze
 from harness.progress import verbosity_of, verbosity_options
 from harness.store import attach_log_file, resolve_run_dir
+from history import allocator
 
 console = Console()
 
@@ -72,6 +73,7 @@ def register(app: click.Group) -> None:
         """Rebuild report.html and junit.xml from a stored run."""
         from reports import render_run   # here: as above
         run_dir = resolve_run_dir(run_dir)
+        allocator.tune()     # the digest's arrays reuse freed memory (history/allocator.py)
         path = render_run(run_dir)
         console.print(f"report: {path}")
         return 0

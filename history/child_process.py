@@ -26,12 +26,16 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from history import allocator
+
 ROOT = Path(__file__).resolve().parents[1]     # the checkout the helper's module is imported from
 
 
 def start(module: str, settings: dict[str, Any], *, text: bool) -> subprocess.Popen:
-    """``python -m module settings`` with pipes on stdin and stdout (raises OSError)."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
+    """``python -m module settings`` with pipes on stdin and stdout (raises
+    OSError); its memory allocated as ``history.allocator`` says."""
+    env = dict(os.environ, **allocator.ENV,
+               PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p))
     return subprocess.Popen([sys.executable, "-m", module, json.dumps(settings)], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, env=env, cwd=str(ROOT), text=text)
 
