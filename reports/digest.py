@@ -1,11 +1,12 @@
 """The history digest: what the plots and tables need, aggregated in columns over every op.
 
 Built from paired-op tables (``history.paired.PARQUET_SCHEMA``): the run's
-history.parquet a slice of row groups at a time, or its JSONL converted block
-by block (``reports.history_source``). Every op is counted, however long the
-history: per-op figures are kept only as numpy arrays (completion times,
-latencies, acknowledged offsets, first reads), never as Python objects, so a
-10M-op history digests in a few hundred MB. The plots thin points for
+history.parquet a slice of row groups at a time (its messages from the message
+index beside it when that is current: ``reports.digest_messages``), or its
+JSONL converted block by block (``reports.history_source``). Every op is
+counted, however long the history: per-op figures are kept only as numpy
+arrays (completion times, latencies, acknowledged offsets, first reads),
+never as Python objects, so a 10M-op history digests in a few hundred MB. The plots thin points for
 drawing only; the counts, bins and percentiles are of every op.
 
 What counts as what follows the history contract (``history.ops``): client
@@ -21,7 +22,8 @@ import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -31,16 +33,19 @@ from history.fault_intervals import NemesisOp
 from history.ops import COMPLETIONS, NEMESIS, OK, POLL, PROXY, SAMPLE, SAMPLER, SEND, TXN
 from history.paired import CLIENT
 
-from .columns import Seen, bools, code_of, codes, indices, numpy_of
+from .columns import Column, Seen, array_of, bools, code_of, codes, indices, numpy_of
+from .digest_messages import ACK, POSITION_READ, READ, Acked, Acks, Partition, by_partition, index_partitions
 from .op_tables import paired_tables
 
 TYPES = COMPLETIONS                       # a completion's type is TYPES[code]
-# the columns of history.parquet the digest reads for every row, and those it reads only for nemesis rows
-COLUMNS = ("invoke_index", "index", "invoke_time", "time", "process", "role", "type", "f", "drain",
-           "messages", "sample", "controller")
+# the columns of history.parquet the digest reads for every row ("messages" only when it does not read the
+# message index), and those it reads only for the rows of nemesis ops and of samples (few)
+COLUMNS = ("invoke_index", "index", "invoke_time", "time", "process", "role", "type", "f", "drain", "messages")
 NEMESIS_COLUMNS = ("value", "error")
-# reads the rows of NEMESIS_COLUMNS it is given (positions in the table just added)
-ExtraColumns = Callable[[np.ndarray], pa.Table]
+SAMPLE_COLUMNS = ("sample", "controller")
+MESSAGE_CHUNK = 1 << 22      # messages of the messages column flattened at a time (whole ops)
+# reads the given columns (of NEMESIS_COLUMNS, SAMPLE_COLUMNS) of the given rows (positions in the table just added)
+ExtraColumns = Callable[[np.ndarray, Sequence[str]], pa.Table]
 
 
 def as_partition(p: Any) -> Any:
@@ -57,18 +62,6 @@ def as_partition(p: Any) -> Any:
     if isinstance(p, float) and p.is_integer():
         return int(p)
     return p
-
-
-@dataclass
-class Acks:
-    """One partition's acknowledged sends (messages of ok sends), in history order."""
-    t: np.ndarray          # ack time, s since the harness started
-    offset: np.ndarray     # int64
-    value: np.ndarray      # int64
-    seen: np.ndarray       # the first time (s) a poll, drain included, returned the value; NaN: never
-
-    def __len__(self) -> int:
-        return len(self.t)
 
 
 class AckTimes(Mapping):
@@ -173,25 +166,43 @@ def _sample_value(sample: list[dict[str, Any]], controller: Any) -> dict[str, An
 
 class DigestBuilder:
     """Adds paired-op tables one after another (in history order) and
-    finishes into a Digest; holds numpy arrays only."""
+    finishes into a Digest; holds numpy arrays only. The per-op figures are
+    appended in place (``columns.Column``), never held twice as pieces and
+    their concatenation; ``rows``, a bound on the rows to come when known,
+    sizes them from the start.
 
-    def __init__(self) -> None:
+    With ``index`` and its ``plan`` (``digest_messages.index_plan``) the
+    messages are read from the message index (a partition at a time, at the
+    first ``add``) and the tables' messages column is not read: flattening
+    it was most of the digest's time and memory on a long history."""
+
+    def __init__(self, index: Path | None = None, plan: dict[int, list[int]] | None = None, rows: int = 0) -> None:
         self.d = Digest()
+        self._rows = rows
         self._tmax: int | None = None
         self._start: int | None = None
-        self._parts: dict[str, list[np.ndarray]] = defaultdict(list)
+        self._cols = {name: Column(dtype, rows) for name, dtype in (
+            ("comp_t", float), ("comp_type", np.int8), ("lat_t", float), ("lat_type", np.int8),
+            ("lat_ms", np.float32), ("write_acks", np.int64))}
+        self._lone: list[np.ndarray] = []      # with the index: ids of non-drain ok polls with no invoke
         self._procs = Seen()
         self._roles: set[Any] = set()
+        self._index = (index, plan) if index is not None and plan is not None else None
+        self._acked: Acked | None = None       # with the index: ops with a message with an offset
+        self._parts: dict[int, Partition] = {}          # partition -> its messages so far
+        self._acks: dict[int, Acks | None] = {}         # partition -> its Acks, read from the index
 
     def _keep(self, **arrays: np.ndarray) -> None:
         for k, a in arrays.items():
-            self._parts[k].append(a)
+            self._cols[k].append(a)
 
     def add(self, t: pa.Table, extra: ExtraColumns | None = None) -> None:
-        """``extra`` reads NEMESIS_COLUMNS of given rows when ``t`` lacks them."""
+        """``extra`` reads NEMESIS_COLUMNS and SAMPLE_COLUMNS of given rows when ``t`` lacks them."""
         n = t.num_rows
         if not n:
             return
+        if self._index is not None and self._acked is None:
+            self._read_index(*self._index)
         d = self.d
         role, rnames = codes(t["role"])
         nem, smp = role == code_of(rnames, NEMESIS), role == code_of(rnames, SAMPLER)
@@ -213,10 +224,12 @@ class DigestBuilder:
         tcode, tnames = codes(t["type"])
         tcode = np.array([TYPES.index(x) if x in TYPES else -1 for x in tnames] + [-1], np.int8)[tcode]
         fcode, fnames = codes(t["f"])
-        # completions, op counts, latencies of client ops
+        # completions, op counts, latencies of client ops (in seconds and ms as the Digest has them, a
+        # slice at a time: the same numbers as converting the whole, without a second copy of it)
         comp = client & done
-        self._keep(comp_t=ct[comp], comp_type=tcode[comp], comp_invoked=invoked[comp],
-                   comp_lat=(ct - it)[comp])
+        comp_t, comp_type, lat = ct[comp] / 1e9, tcode[comp], invoked[comp]
+        self._keep(comp_t=comp_t, comp_type=comp_type, lat_t=comp_t[lat], lat_type=comp_type[lat],
+                   lat_ms=(np.maximum((ct - it)[comp][lat], 0) / 1e6).astype(np.float32))
         counts = np.bincount((fcode[comp] + 1) * 4 + tcode[comp] + 1, minlength=4 * (len(fnames) + 1))
         for k in np.flatnonzero(counts).tolist():
             f, ty = divmod(k, 4)
@@ -227,16 +240,19 @@ class DigestBuilder:
             self._roles.update(rnames[c] for c in np.unique(role[client & ~is_client]).tolist())
         by_f = {x: fcode == code_of(fnames, x) for x in (SEND, POLL, TXN)}
         self._messages(t, {x: m & is_client & done for x, m in by_f.items()}, is_client & ~bools(t["drain"]),
-                       done, invoked, it, ct, tcode)
+                       done, invoked, inv_index, it, ct, tcode)
         if smp.any():
-            self._samples(t, smp & done & (fcode == code_of(fnames, SAMPLE)), ct)
+            self._samples(t, smp & done & (fcode == code_of(fnames, SAMPLE)), extra, ct)
         if nem.any():
             self._nemesis(t, np.flatnonzero(nem), extra, inv_index, it, ct, done)
 
     def _messages(self, t: pa.Table, op: dict[str, np.ndarray], live: np.ndarray, done: np.ndarray,
-                  invoked: np.ndarray, it: np.ndarray, ct: np.ndarray, tcode: np.ndarray) -> None:
+                  invoked: np.ndarray, inv_index: np.ndarray, it: np.ndarray, ct: np.ndarray,
+                  tcode: np.ndarray) -> None:
         """Acknowledged writes, reads and poll positions from the messages
-        column (flattened whole: nearly every op is a send or a poll)."""
+        column (flattened whole: nearly every op is a send or a poll), each
+        partition's handed to its ``Partition``; with the message index (read
+        already), only which writes acknowledged and which polls had no invoke."""
         d = self.d
         # write availability: the workload's time outside the drain and the completions that acknowledged
         if (live & invoked).any():
@@ -248,43 +264,71 @@ class DigestBuilder:
         ok = tcode == TYPES.index(OK)
         writes = (op[SEND] & (tcode >= 0) & (tcode != TYPES.index("fail"))) | (op[TXN] & ok)
         polls = op[POLL] & ok
-        code = np.zeros(t.num_rows, np.int8)      # per op: 1 ok send, 2 a poll's positions count, 3 other ok poll
-        code[op[SEND] & ok] = 1
-        code[polls] = 3
-        code[polls & live & invoked] = 2
-        lists = t["messages"].combine_chunks() if isinstance(t["messages"], pa.ChunkedArray) else t["messages"]
-        flat = lists.flatten()
-        if not len(flat):
+        if self._acked is not None:
+            # the index told which writes acknowledged; non-drain polls with no invoke have no position
+            w, lone = writes & live, polls & live & ~invoked
+            self._keep(write_acks=ct[w][self._acked.of(inv_index[w])])
+            if lone.any():
+                self._lone.append(inv_index[lone])
             return
-        offsets = numpy_of(lists.offsets)            # (pc.list_parent_indices takes 40x as long)
-        parent = np.repeat(np.arange(t.num_rows), np.diff(offsets))
-        mcode = code[parent]
+        code = np.zeros(t.num_rows, np.int8)
+        code[op[SEND] & ok] = ACK
+        code[polls] = READ
+        code[polls & live & invoked] = POSITION_READ
+        lists = array_of(t["messages"])
+        offsets = numpy_of(lists.offsets)
+        offsets = offsets - offsets[0]               # places in the flattened column
+        total = int(offsets[-1])
+        if not total:
+            return
+        flat = lists.flatten()
+        acked = np.zeros(t.num_rows, bool)
+        # whole ops of about MESSAGE_CHUNK messages at a time: a drain's polls return whole logs
+        starts = np.searchsorted(offsets, np.arange(MESSAGE_CHUNK, total, MESSAGE_CHUNK), side="right") - 1
+        bounds = np.unique(np.r_[0, starts, t.num_rows]).tolist()
+        for a, b in zip(bounds[:-1], bounds[1:]):
+            m0, m1 = int(offsets[a]), int(offsets[b])
+            if m1 > m0:
+                # (pc.list_parent_indices takes 40x as long)
+                parent = np.repeat(np.arange(a, b), np.diff(offsets[a:b + 1]))
+                self._flat(flat.slice(m0, m1 - m0), parent, code, writes, acked, it, ct)
+        self._keep(write_acks=ct[writes & live & acked])
+
+    def _flat(self, flat: pa.StructArray, parent: np.ndarray, code: np.ndarray, writes: np.ndarray,
+              acked: np.ndarray, it: np.ndarray, ct: np.ndarray) -> None:
+        """Messages of whole ops (``parent``: the op of each), each
+        partition's handed to its Partition; ``acked`` marks the writes with
+        an offset."""
         offs = flat.field("offset")
         has_off = bools(pc.is_valid(offs)) if offs.null_count else np.ones(len(flat), bool)
-        part, off, val = numpy_of(flat.field("partition")), numpy_of(offs), numpy_of(flat.field("value"))
-        acked = np.zeros(t.num_rows, bool)
         acked[parent[has_off & writes[parent]]] = True
-        self._keep(write_acks=ct[writes & live & acked])
-        a = (mcode == 1) & has_off
-        self._keep(ack_p=part[a], ack_t=ct[parent[a]], ack_off=off[a], ack_val=val[a])
-        r = mcode >= 2
-        self._keep(read_p=part[r], read_t=ct[parent[r]], read_val=val[r])
-        # a non-drain poll's last record of each partition it read (its records come per partition)
-        pos = mcode == 2
-        pp, pr, po = part[pos], parent[pos], off[pos]
-        last = np.r_[(pp[1:] != pp[:-1]) | (pr[1:] != pr[:-1]), True] if len(pp) else np.zeros(0, bool)
-        self._keep(pos_p=pp[last], pos_t=it[pr[last]], pos_off=po[last])
+        keep = np.flatnonzero(code[parent] != 0)      # the messages of ok sends and ok polls
+        if not len(keep):
+            return
+        parent, has_off = parent[keep], has_off[keep]
+        off, val = numpy_of(offs)[keep], numpy_of(flat.field("value"))[keep]
+        for p, at in by_partition(numpy_of(flat.field("partition"))[keep]):
+            pr = parent[at]
+            # ``keep[at]`` (a message's place among these) tells runs of a poll's list apart
+            self._partition(p).add(code[pr], has_off[at], pr, keep[at], it[pr], ct[pr], off[at], val[at])
 
-    def _samples(self, t: pa.Table, rows: np.ndarray, ct: np.ndarray) -> None:
+    def _partition(self, p: int) -> Partition:
+        if p not in self._parts:
+            self._parts[p] = Partition()
+        return self._parts[p]
+
+    def _samples(self, t: pa.Table, rows: np.ndarray, extra: ExtraColumns | None, ct: np.ndarray) -> None:
         rows = np.flatnonzero(rows)
-        taken = t.select(["sample", "controller"]).take(indices(rows))
+        if not len(rows):
+            return
+        taken = _rows(t, rows, SAMPLE_COLUMNS, extra)
         for r, sample, controller in zip(rows.tolist(), taken["sample"].to_pylist(), taken["controller"].to_pylist()):
             if sample is not None:
                 self.d.samples.append((ct[r] / 1e9, _sample_value(sample, controller)))
 
     def _nemesis(self, t: pa.Table, rows: np.ndarray, extra: ExtraColumns | None, inv_index: np.ndarray,
                  it: np.ndarray, ct: np.ndarray, done: np.ndarray) -> None:
-        cols = t.select(list(NEMESIS_COLUMNS)).take(indices(rows)) if extra is None else extra(rows)
+        cols = _rows(t, rows, NEMESIS_COLUMNS, extra)
         fs = t["f"].take(indices(rows)).to_pylist()
         for k, r in enumerate(rows.tolist()):
             value = cols["value"][k].as_py()
@@ -293,65 +337,46 @@ class DigestBuilder:
                                             value=None if value is None else json.loads(value),
                                             error=cols["error"][k].as_py() if done[r] else None))
 
-    def _cat(self, name: str, dtype: Any) -> np.ndarray:
-        parts = self._parts.pop(name, [])
-        return np.concatenate(parts).astype(dtype, copy=False) if parts else _empty(dtype)
+    def _read_index(self, index: Path, plan: dict[int, list[int]]) -> None:
+        """The messages from the message index, a partition at a time (its
+        reads let go once its Acks are made); which ops acknowledged writes."""
+        self._acked = Acked(2 * self._rows)
+        for p, part in index_partitions(index, plan, self._acked):
+            self._acks[p] = part.take_acks()
+            self._parts[p] = part
 
     def finish(self) -> Digest:
         d = self.d
+        if self._index is not None and self._acked is None:
+            self._read_index(*self._index)
         d.duration = 0.0 if self._tmax is None else max(0.0, self._tmax / 1e9)
         d.start = None if self._start is None else self._start / 1e9
-        comp_t, invoked = self._cat("comp_t", np.int64), self._cat("comp_invoked", bool)
-        d.comp_t, d.comp_type = comp_t / 1e9, self._cat("comp_type", np.int8)
-        d.lat_t, d.lat_type = d.comp_t[invoked], d.comp_type[invoked]
-        d.lat_ms = (np.maximum(self._cat("comp_lat", np.int64)[invoked], 0) / 1e6).astype(np.float32)
-        d.write_acks = self._cat("write_acks", np.int64)
+        cols = {k: c.array() for k, c in self._cols.items()}
+        d.comp_t, d.comp_type, d.lat_t, d.lat_type = cols["comp_t"], cols["comp_type"], cols["lat_t"], cols["lat_type"]
+        d.lat_ms, d.write_acks = cols["lat_ms"], cols["write_acks"]
         d.processes = len(self._procs) + len(self._roles)
         d.nemesis.sort(key=lambda ev: ev.index if ev.index is not None else -1)
-        first_read = _first_reads(self._cat("read_p", np.int64), self._cat("read_val", np.int64),
-                                  self._cat("read_t", np.int64))
-        ack = [self._cat(k, np.int64) for k in ("ack_p", "ack_t", "ack_off", "ack_val")]
-        for p, (t, off, val) in _by_partition(ack[0], ack[1:]):
-            uv, ut = first_read.get(p, (_empty(np.int64), _empty(np.int64)))
-            seen = np.full(len(val), np.nan)
-            if len(uv):
-                k = np.minimum(np.searchsorted(uv, val), len(uv) - 1)
-                hit = uv[k] == val
-                seen[hit] = ut[k[hit]] / 1e9
-            d.acks[p] = Acks(t / 1e9, off, val, seen)
-        pos = [self._cat(k, np.int64) for k in ("pos_p", "pos_t", "pos_off")]
-        d.positions = {p: (t / 1e9, off) for p, (t, off) in _by_partition(pos[0], pos[1:])}
+        lone = np.unique(np.concatenate(self._lone)) if self._lone else None
+        for p in sorted(self._parts):
+            part = self._parts.pop(p)
+            acks = self._acks.pop(p) if p in self._acks else part.take_acks()
+            pos = part.take_positions(lone)
+            if acks is not None:
+                d.acks[p] = acks
+            if pos is not None:
+                d.positions[p] = pos
         return d
 
 
-def _by_partition(part: np.ndarray, cols: list[np.ndarray]) -> Iterator[tuple[int, list[np.ndarray]]]:
-    """Each partition's rows of ``cols``, in their order (a radix sort when
-    the partitions fit 16 bits, as they nearly always do)."""
-    if not len(part):
-        return
-    lo, hi = int(part.min()), int(part.max())
-    key = (part - lo).astype(np.int16) if hi - lo < 2**15 else part
-    order = np.argsort(key, kind="stable")
-    sp = part[order]
-    starts = np.flatnonzero(np.r_[True, sp[1:] != sp[:-1]])
-    for s, e in zip(starts, np.r_[starts[1:], len(sp)]):
-        idx = order[s:e]
-        yield int(sp[s]), [c[idx] for c in cols]
-
-
-def _first_reads(part: np.ndarray, val: np.ndarray, t: np.ndarray) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """partition -> (distinct values read, sorted; the first time each was read)."""
-    out = {}
-    for p, (v, tt) in _by_partition(part, [val, t]):
-        order = np.argsort(v, kind="stable")
-        v, tt = v[order], tt[order]
-        starts = np.flatnonzero(np.r_[True, v[1:] != v[:-1]])
-        out[p] = (v[starts], np.minimum.reduceat(tt, starts))
-    return out
+def _rows(t: pa.Table, rows: np.ndarray, names: Sequence[str], extra: ExtraColumns | None) -> pa.Table:
+    """``names`` of ``rows`` of ``t``, or read by ``extra`` when ``t`` lacks them."""
+    if extra is None or all(n in t.column_names for n in names):
+        return t.select(list(names)).take(indices(rows))
+    return extra(rows, names)
 
 
 def digest_tables(tables: Iterable[pa.Table | tuple[pa.Table, ExtraColumns | None]]) -> Digest:
-    """The digest of paired-op tables (each optionally with its NEMESIS_COLUMNS reader)."""
+    """The digest of paired-op tables (each optionally with its reader of NEMESIS_COLUMNS and SAMPLE_COLUMNS)."""
     b = DigestBuilder()
     for item in tables:
         t, extra = item if isinstance(item, tuple) else (item, None)
