@@ -30,6 +30,7 @@ import bisect
 from dataclasses import dataclass
 from typing import Any, Iterator
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -89,10 +90,12 @@ def _control(groups: Iterator[tuple[int, Read]]) -> Iterator[pa.RecordBatch]:
         if wanted.any():         # the op columns not read yet, then every op column in NO_MESSAGES order
             rest = read(tuple(c for c in NO_MESSAGES if c not in COUNTED))
             ops = pa.table({c: t[c] if c in COUNTED else rest[c] for c in NO_MESSAGES})
-            ctl, keep = ops.filter(pa.array(wanted)), pa.array(other[wanted])
-            for name in ("value", "sample"):     # a drain poll's value is a large JSON of everything it read
-                ctl = ctl.set_column(ctl.schema.get_field_index(name), name,
-                                     pc.if_else(keep, ctl[name], pa.scalar(None, ctl.schema.field(name).type)))
+            ctl, keep = ops.filter(pa.array(wanted)), other[wanted]
+            # A drain poll's value is a large JSON of everything it read: nulled by a take, which
+            # copies only the values kept (if_else kept every byte: 45 MB a 10-minute drain's group).
+            kept = pa.array(np.arange(len(keep)), mask=~keep)
+            for name in ("value", "sample"):
+                ctl = ctl.set_column(ctl.schema.get_field_index(name), name, ctl[name].take(kept))
             out.append(("control", at, blob(ctl)))
         if len(out) >= 64:
             yield _rows(out)

@@ -31,6 +31,8 @@ from typing import Any, Callable, Iterator, TypeVar
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from pyspark.sql.pandas.types import to_arrow_schema
+from pyspark.sql.types import _parse_datatype_string
 
 from history.message_index import MESSAGE_SCHEMA, NO_PARTITION
 from history.row_groups import Group, Source, read_group
@@ -72,21 +74,75 @@ def deal(weighted: list[tuple[int, T]], n: int) -> list[list[T]]:
     return out
 
 
-def tasks(spark: Any, work: list[list[T]], fn: Callable[[list[T]], Iterator[pa.RecordBatch]], ddl: str) -> Any:
-    """A DataFrame (schema ``ddl``) of one Spark task per list in ``work``,
-    each yielding what ``fn`` yields for its list."""
+END_OF_TASK = "end-of-task"    # the ``what`` of each task's last row: "end-of-task <task> <rows before it>"
+
+
+class IncompleteResult(RuntimeError):
+    """Spark handed back fewer rows than its tasks made."""
+
+
+class TaskRows:
+    """The rows of ``tasks``'s jobs, checked whole when collected.
+
+    PySpark reads a collected result from a socket the driver JVM serves, and
+    when the serving thread dies (a driver out of heap: "Exception in thread
+    serve-DataFrame java.lang.OutOfMemoryError") the Python side sees the end
+    of the stream, not an error: part of the rows, silently. A 10-minute
+    run's op statistics came back with half the ops that way, and a valid
+    verdict. So each task ends with a row saying how many it made, and
+    ``collect`` raises unless every task's end and every row came back."""
+
+    def __init__(self, df: Any, tasks: int):
+        self.df, self.tasks = df, tasks
+
+    def collect(self) -> list[Any]:
+        rows = self.df.collect()
+        data = [r for r in rows if not str(r["what"]).startswith(END_OF_TASK)]
+        made: dict[int, int] = {}
+        for r in rows:
+            if str(r["what"]).startswith(END_OF_TASK):
+                _, task, n = r["what"].split()
+                made[int(task)] = int(n)
+        if sorted(made) != list(range(self.tasks)) or sum(made.values()) != len(data):
+            raise IncompleteResult(
+                f"Spark returned {len(data)} rows and the ends of {len(made)} of {self.tasks} tasks, which made "
+                f"{sum(made.values())} rows before their ends: part of the result was lost on its way back "
+                f"(the driver JVM out of heap? spark.driver.memory)")
+        return data
+
+
+def tasks(spark: Any, work: list[list[T]], fn: Callable[[list[T]], Iterator[pa.RecordBatch]], ddl: str) -> TaskRows:
+    """One Spark task per list in ``work``, each yielding what ``fn`` yields
+    for its list (schema ``ddl``, whose first column is ``what``), then its
+    end (``TaskRows``)."""
+    schema = to_arrow_schema(_parse_datatype_string(ddl))
+    if schema.names[0] != "what":
+        raise ValueError(f"a task's schema begins with what, not {schema.names[0]}")
+
+    def end(task: int, rows: int, like: pa.Schema) -> pa.RecordBatch:
+        """The end row, in the schema of the batches before it (the stream's writer takes one)."""
+        return pa.RecordBatch.from_arrays([pa.array([f"{END_OF_TASK} {task} {rows}"], like.field(0).type)]
+                                          + [pa.nulls(1, f.type) for f in like][1:], schema=like)
+
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        like = schema
         for b in batches:
             for i in b.column(0).to_pylist():
-                yield from fn(work[i])
-    return spark.range(0, len(work), 1, len(work)).mapInArrow(run, ddl)
+                rows = 0
+                for out in fn(work[i]):
+                    rows += out.num_rows
+                    if out.num_rows:
+                        like = out.schema
+                    yield out
+                yield end(i, rows, like)
+    return TaskRows(spark.range(0, len(work), 1, len(work)).mapInArrow(run, ddl), len(work))
 
 
 Read = Callable[[tuple[str, ...]], pa.Table]
 
 
 def scan(spark: Any, src: Source, fn: Callable[[Iterator[tuple[int, Read]]], Iterator[pa.RecordBatch]],
-         ddl: str, keep: Callable[[Group], bool] | None = None) -> Any:
+         ddl: str, keep: Callable[[Group], bool] | None = None) -> TaskRows:
     """A DataFrame (schema ``ddl``) of what ``fn`` yields for the (place in
     ``src.groups``, reader of its columns) of each task's row groups, in file
     order. Row groups are dealt to a task per slot, by size."""
