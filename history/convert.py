@@ -36,7 +36,7 @@ from history.ops import COMPLETIONS, INVOKE, OK, POLL, SEND
 from history.paired import CLIENT, MESSAGE_TYPE, PARQUET_SCHEMA, _build
 from history.value_columns import list_column, poll_columns, send_columns
 
-__all__ = ["BLOCK_BYTES", "Unsupported", "carry_text", "history_table", "history_tables", "pair_parsed", "parse_lines"]
+__all__ = ["BLOCK_BYTES", "Unsupported", "carry_text", "history_table", "history_tables", "pair_parsed"]
 
 log = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ def history_tables(path: Path, block_bytes: int | None = None) -> Iterator[pa.Ta
         while ahead is not None:
             parsed, final = ahead.result()
             ahead = parse_next()
-            table, carry = _pair(parsed if carry is None else carry.concat(parsed), final)
+            table, carry = pair_parsed(parsed, carry, final)
             if table.num_rows:
                 yield table
 

@@ -153,7 +153,7 @@ class ParsedLines:
 
 
 _VALUE_KEY = '"value":'
-_OPEN, _CLOSE, _QUOTE, _LIST_CLOSE = ord("{"), ord("}"), ord('"'), ord("]")
+_OPEN, _CLOSE, _QUOTE, _LIST_OPEN, _LIST_CLOSE = ord("{"), ord("}"), ord('"'), ord("["), ord("]")
 
 
 def value_texts(lines: pa.LargeStringArray) -> pa.LargeStringArray:
@@ -178,7 +178,7 @@ def value_texts(lines: pa.LargeStringArray) -> pa.LargeStringArray:
     end = np.full(n, -1, np.int64)
     lo, hi = int(offs[0]), int(offs[-1])
     window = data[lo:hi]
-    for opener, find_end in ((_OPEN, _object_ends), (ord("["), _list_ends)):
+    for opener, find_end in ((_OPEN, _object_ends), (_LIST_OPEN, _list_ends)):
         rows = at[first == opener]
         if len(rows):
             e = find_end(window, start[rows] - lo, line_end[rows] - lo)
@@ -218,7 +218,7 @@ def _has_whitespace(texts: pa.LargeStringArray) -> bool:
     if buf is None:
         return False
     offs = np.frombuffer(texts.buffers()[1], np.int64)[texts.offset:texts.offset + len(texts) + 1]
-    raw = buf.to_pybytes()[int(offs[0]):int(offs[-1])]
+    raw = buf.slice(int(offs[0]), int(offs[-1] - offs[0])).to_pybytes()     # one copy, of the texts' bytes only
     return any(c in raw for c in (b" ", b"\t", b"\r"))
 
 
