@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from history.arrays import _np
 
 _ZSTD = pa.Codec("zstd", 1)
 
@@ -21,14 +20,6 @@ def pack_sorted(a: np.ndarray) -> bytes:
 def unpack_sorted(b: bytes) -> np.ndarray:
     n = int(np.frombuffer(b[:8], np.int64)[0])
     return np.frombuffer(_ZSTD.decompress(b[8:], decompressed_size=8 * n, asbytes=True), np.int64)
-
-
-def column(t: pa.Table, name: str, fill: int = 0) -> np.ndarray:
-    """A column as numpy, a view of the table's buffer where Arrow allows:
-    _np combines the chunks first, and that copies even a lone chunk (147 MB
-    per int64 column at 18M messages, held beside the table's own)."""
-    col = t[name]
-    return _np(col.chunk(0) if col.num_chunks == 1 else col, fill)
 
 
 def rows_by(key: np.ndarray, mask: np.ndarray) -> np.ndarray:

@@ -36,7 +36,7 @@ from history.message_index import (ACK, DRAIN_READ_OP, FAIL, FAIL_SEND_OP, INFO_
                                    READ, READ_OP, TXN_ABORTED, TXN_FAIL_OP, TXN_INFO_OP, TXN_OK_OP, TXN_OK_READ_OP,
                                    TXN_READ_OP, TXN_UNKNOWN)
 
-from .spark_arrays import (_first_k, _groups, column, count_distinct, dedup_sorted, lexsort_grouped,
+from .spark_arrays import (_first_k, _groups, count_distinct, dedup_sorted, lexsort_grouped,
                            pack_sorted, rows_by, spans, unique)
 from .spark_arrays import unpack_sorted  # noqa: F401 - spark.py's, from here as before
 from .spark_chains import poll_chains
@@ -119,12 +119,12 @@ class PartitionLog:
         # one row per message (spark_scan.MESSAGE_SCHEMA); the columns are read-only views of Arrow buffers
         offs = t["offset"]
         self.has_off = (_bools(offs.is_valid()) if offs.null_count else np.ones(len(offs), bool))
-        self.off, self.val = column(t, "offset"), column(t, "value")
-        self.pos = column(t, "pos")            # int32: only compared, sorted and reported
-        self.ids, self.proc = column(t, "id"), column(t, "process", -1).astype(np.int64, copy=False)
+        self.off, self.val = _np(t["offset"]), _np(t["value"])
+        self.pos = _np(t["pos"])            # int32: only compared, sorted and reported
+        self.ids, self.proc = _np(t["id"]), _np(t["process"], -1).astype(np.int64, copy=False)
         self._producer = t["producer"]          # for the acks' senders (acks)
-        self.t_inv, self.t_done = column(t, "t_inv"), column(t, "t_done", -1)
-        op_kind = column(t, "kind").astype(np.int8, copy=False)
+        self.t_inv, self.t_done = _np(t["t_inv"]), _np(t["t_done"], -1)
+        op_kind = _np(t["kind"]).astype(np.int8, copy=False)
         if run in ctx.settled:
             op_kind = settled_kinds(op_kind, self.ids, *ctx.settled[run])
         self.op_kind = op_kind

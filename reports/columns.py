@@ -13,6 +13,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from history.arrays import _array
+
 _NUMPY = {pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64}
 
 
@@ -20,20 +22,11 @@ def _bits(buf: pa.Buffer | None, offset: int, n: int) -> np.ndarray:
     return np.unpackbits(np.frombuffer(buf, np.uint8), count=offset + n, bitorder="little")[offset:].view(bool)
 
 
-def array_of(col: pa.ChunkedArray | pa.Array) -> pa.Array:
-    """A column as one array: its chunk when it has one (as a read of row
-    groups gives), with no copy; combine_chunks copies even one chunk
-    (seconds of copying on a 36M-op history)."""
-    if not isinstance(col, pa.ChunkedArray):
-        return col
-    return col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
-
-
 def numpy_of(col: pa.ChunkedArray | pa.Array, fill: int = 0) -> np.ndarray:
     """An int or bool column as numpy, nulls as ``fill``, read from its
     buffers: pyarrow's to_numpy and scalars import pandas on first use (0.5 s,
     which a report would pay for nothing)."""
-    a = array_of(col)
+    a = _array(col)
     n, offset, (valid, data) = len(a), a.offset, a.buffers()[:2]
     if not n or data is None:
         return np.full(n, fill, bool if pa.types.is_boolean(a.type) else _NUMPY[a.type])
@@ -59,7 +52,7 @@ def bools(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
 
 def codes(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, list[Any]]:
     """A string column as (codes, names), null as -1: compared by index, not by string."""
-    a = array_of(col)
+    a = _array(col)
     if not pa.types.is_dictionary(a.type):
         a = pc.dictionary_encode(a)
     return numpy_of(a.indices, -1).astype(np.int64), a.dictionary.to_pylist()

@@ -29,11 +29,12 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from history.arrays import _array
 from history.fault_intervals import NemesisOp
 from history.ops import COMPLETIONS, NEMESIS, OK, POLL, PROXY, SAMPLE, SAMPLER, SEND, TXN
 from history.paired import CLIENT
 
-from .columns import Column, Seen, array_of, bools, code_of, codes, indices, numpy_of
+from .columns import Column, Seen, bools, code_of, codes, indices, numpy_of
 from .digest_messages import ACK, POSITION_READ, READ, Acked, Acks, Partition, by_partition, index_partitions
 from .op_tables import paired_tables
 
@@ -275,7 +276,7 @@ class DigestBuilder:
         code[op[SEND] & ok] = ACK
         code[polls] = READ
         code[polls & live & invoked] = POSITION_READ
-        lists = array_of(t["messages"])
+        lists = _array(t["messages"])
         offsets = numpy_of(lists.offsets)
         offsets = offsets - offsets[0]               # places in the flattened column
         total = int(offsets[-1])
