@@ -2,60 +2,31 @@
 
 ``DumpLogSegments`` (what ``kafka-dump-log.sh`` runs) is started on the node
 through ``Node.run``, one JVM per call for every segment at once; it only
-reads files, so the broker may be running, paused or dead. Parsing the tool's
-text is pure (``parse_metadata_dump``, ``parse_data_dump``,
-``parse_epoch_checkpoint``) and tested on real captures.
-
-Field semantics (common/metadata/*.json in kafka-metadata 4.3.1):
-- PartitionRecord is a partition's full state: replicas, isr, leader (-1 = no leader),
-  leaderEpoch, partitionEpoch, leaderRecoveryState (0 normal, 1 recovering from an unclean election).
-- PartitionChangeRecord carries only what changed; the decoder leaves unchanged fields out:
-  leader absent (default -2) = no change, -1 = now no leader, else the new leader (and a new leader epoch).
-- isr, replicas, eligibleLeaderReplicas, lastKnownElr: absent/null = unchanged, else the new list.
-- leaderRecoveryState in a change: absent (-1) = unchanged, 0 = elected from the ISR or recovered,
-  1 = elected by unclean election and still recovering. Records carry topicId, never the topic name.
-- Kafka before 4.0 has no ELR (KIP-966): its records carry no eligibleLeaderReplicas or lastKnownElr.
+reads files, so the broker may be running, paused or dead. Its text is parsed
+by broker/dump_text.py (pure, tested on real captures), which also says what
+the metadata records' fields mean.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import posixpath
-import re
-import time
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from broker.config import DATA_DIR
+from broker.dump_text import (RecordReadError, combine_segments, metadata_end_offset, parse_data_dump,
+                              parse_epoch_checkpoint, parse_log_entries, parse_metadata_dump, parse_share_state_dump,
+                              segment_base, short_batch)
 from infra.distribution import DEFAULT_KAFKA_VERSION, KAFKA_LIB
 from infra.errors import KchaosError
 from infra.kafka_versions import features, installed_version
-from infra.node import Node, shell_join
+from infra.node import CommandResult, Node, run_read
 
 METADATA_DIR = f"{DATA_DIR}/__cluster_metadata-0"
 DUMP_TIMEOUT_S = 300.0
 BYTES_PER_RECORD_CAP = 100  # a partition over max_records * this many bytes is not dumped record by record
 MIN_BYTES_PER_RECORD = 8    # the least a record takes in a batch (its length, attributes, deltas, value)
 
-KEPT_TYPES = frozenset({
-    "TopicRecord", "PartitionRecord", "PartitionChangeRecord", "RemoveTopicRecord",
-    "RegisterBrokerRecord", "UnregisterBrokerRecord", "BrokerRegistrationChangeRecord",
-    "FenceBrokerRecord", "UnfenceBrokerRecord"})
-
-_DUMPING = re.compile(r"^Dumping (\S+)")
-_BATCH = re.compile(r"^baseOffset: (-?\d+) lastOffset: (-?\d+) count: (\d+) .*?"
-                    r"partitionLeaderEpoch: (-?\d+) .*?CreateTime: (-?\d+)")
-_RECORD = re.compile(r"^\| offset: (\d+) ")
-_PAYLOAD = re.compile(r" payload: (.*)$")
-_PRODUCER = re.compile(r" producerId: (-?\d+) producerEpoch: (-?\d+) ")
-_END_TXN = re.compile(r" endTxnMarker: (COMMIT|ABORT) ")
-_TXN_DATA = re.compile(r" isTransactional: true isControl: false ")
-_COORDINATOR_RECORD = re.compile(r" key: (.*) payload: (.*)$")
 SHARE_STATE_TOPIC = "__share_group_state"
-
-
-class RecordReadError(KchaosError):
-    """Kafka's logs on a node could not be listed, dumped or parsed."""
 
 
 @dataclass
@@ -86,201 +57,17 @@ class ReplicaDump:
     txn_batches: list[list] | None = None
 
 
-def type_name(upper: str) -> str:
-    """PARTITION_CHANGE_RECORD -> PartitionChangeRecord."""
-    return "".join(part.capitalize() for part in upper.split("_"))
-
-
-def segment_base(path: str) -> int:
-    return int(posixpath.basename(path).split(".")[0])
-
-
-# -- pure parsers -------------------------------------------------------------------
-def _files(text: str) -> list[tuple[str, list[str]]]:
-    """Split the tool's output by its "Dumping <file>" headers."""
-    out: list[tuple[str, list[str]]] = []
-    for line in text.splitlines():
-        m = _DUMPING.match(line)
-        if m:
-            out.append((m.group(1), []))
-        elif out:
-            out[-1][1].append(line)
-    return out
-
-
-def parse_metadata_dump(text: str, kept: Iterable[str] = KEPT_TYPES) -> list[dict]:
-    """``--cluster-metadata-decoder`` output -> [{offset, wall_ms, type, data}] of the kept types."""
-    kept = frozenset(kept)
-    out: list[dict] = []
-    for _, lines in _files(text):
-        wall_ms = None
-        for line in lines:
-            b = _BATCH.match(line)
-            if b:
-                wall_ms = int(b.group(5))
-                continue
-            r = _RECORD.match(line)
-            p = _PAYLOAD.search(line) if r else None
-            if not p:
-                continue  # control records (LeaderChange, KRaftVersion, Voters) have no payload
-            try:
-                payload = json.loads(p.group(1))
-            except ValueError as exc:
-                raise RecordReadError(f"unparseable metadata record at offset {r.group(1)}: {exc}") from exc
-            kind = type_name(str(payload.get("type", "")))
-            if kind in kept:
-                out.append({"offset": int(r.group(1)), "wall_ms": wall_ms, "type": kind,
-                            "data": payload.get("data", {})})
-    return out
-
-
-def parse_log_entries(text: str) -> list[list]:
-    """Every record of a ``--cluster-metadata-decoder`` dump -> [offset, leader epoch of
-    its batch, digest]. The digest covers the record's whole line (offset, create time,
-    sizes, payload), which replication copies byte for byte; batch lines are left out
-    (their file position differs between nodes)."""
-    out: list[list] = []
-    for _, lines in _files(text):
-        epoch = None
-        for line in lines:
-            if b := _BATCH.match(line):
-                epoch = int(b.group(4))
-            elif r := _RECORD.match(line):
-                out.append([int(r.group(1)), epoch, hashlib.sha1(line.strip().encode()).hexdigest()[:16]])
-    return out
-
-
-def metadata_end_offset(text: str) -> int | None:
-    ends = [int(b.group(2)) + 1 for line in text.splitlines() if (b := _BATCH.match(line))]
-    return max(ends) if ends else None
-
-
-def _value(raw: str):
-    raw = raw.strip()
-    try:
-        return int(raw)
-    except ValueError:
-        return raw
-
-
-def parse_data_dump(text: str) -> dict[str, dict]:
-    """``--print-data-log`` output -> {file: {"base", "batches": [[base, last, epoch]],
-    "records": [[offset, value, epoch, producer id]], "markers": [[offset, producer id,
-    producer epoch, "COMMIT" | "ABORT"]], "txn_batches": [[base, last, producer id,
-    producer epoch]]}} in output order. Values are ints where they parse. ``txn_batches``
-    are the transactional data batches (``isTransactional: true isControl: false``): what
-    a hanging transaction is made of (docs/design.md, "Kafka's own record").
-
-    A control batch's records print no payload but ``endTxnMarker: COMMIT|ABORT
-    coordinatorEpoch: N`` (the transaction markers, docs/design.md "Kafka's own
-    record"); its batch line carries the producer's id and epoch. Other control
-    records (KRaft's) are not kept. Without ``--print-data-log`` only batch lines
-    are printed: no records and no markers."""
-    out: dict[str, dict] = {}
-    for path, lines in _files(text):
-        seg = out.setdefault(path, {"base": segment_base(path), "batches": [], "records": [], "markers": [],
-                                    "txn_batches": []})
-        epoch = producer_id = producer_epoch = None
-        for line in lines:
-            b = _BATCH.match(line)
-            if b:
-                epoch = int(b.group(4))
-                seg["batches"].append([int(b.group(1)), int(b.group(2)), epoch])
-                pm = _PRODUCER.search(line)
-                producer_id, producer_epoch = (int(pm.group(1)), int(pm.group(2))) if pm else (None, None)
-                if pm and _TXN_DATA.search(line):
-                    seg["txn_batches"].append([int(b.group(1)), int(b.group(2)), producer_id, producer_epoch])
-                continue
-            r = _RECORD.match(line)
-            if not r:
-                continue
-            if p := _PAYLOAD.search(line):
-                seg["records"].append([int(r.group(1)), _value(p.group(1)), epoch, producer_id])
-            elif m := _END_TXN.search(line):
-                seg["markers"].append([int(r.group(1)), producer_id, producer_epoch, m.group(1)])
-    return out
-
-
-def parse_share_state_dump(text: str) -> dict[str, list[dict]]:
-    """``--share-group-state-decoder`` output -> {file: [{"offset", "wall_ms", "key", "value"}]}:
-    the key ``{"type", "data"}`` (type "0" ShareSnapshot, "1" ShareUpdate; data the group id,
-    topic id and partition) and the value ``{"version", "data"}`` (start offset, epochs and
-    ``stateBatches``) as the decoder printed them; null for a tombstone (``<DELETE>``). A record
-    the decoder could not read keeps its message as ``key`` (a string) and no value."""
-    out: dict[str, list[dict]] = {}
-    for path, lines in _files(text):
-        recs = out.setdefault(path, [])
-        wall_ms = None
-        for line in lines:
-            if b := _BATCH.match(line):
-                wall_ms = int(b.group(5))
-                continue
-            r = _RECORD.match(line)
-            m = _COORDINATOR_RECORD.search(line) if r else None
-            if r and (m or " key: " in line):
-                key, value = (m.group(1), m.group(2)) if m else (line.split(" key: ", 1)[1], None)
-                recs.append({"offset": int(r.group(1)), "wall_ms": wall_ms, "key": _json_or_text(key),
-                             "value": None if value in (None, "<DELETE>") else _json_or_text(value)})
-    return out
-
-
-def _json_or_text(raw: str):
-    try:
-        return json.loads(raw)
-    except ValueError:
-        return raw.strip()
-
-
-def parse_epoch_checkpoint(text: str) -> list[list[int]]:
-    """leader-epoch-checkpoint: version, count, then "epoch startOffset" lines."""
-    lines = [l.split() for l in text.splitlines() if l.strip()]
-    if len(lines) < 2:
-        raise RecordReadError(f"leader-epoch-checkpoint too short: {text!r}")
-    entries = [[int(a), int(b)] for a, b in lines[2:]]
-    if len(entries) != int(lines[1][0]):
-        raise RecordReadError(f"leader-epoch-checkpoint says {lines[1][0]} entries, holds {len(entries)}")
-    return entries
-
-
-def combine_segments(segments: Sequence[dict], max_records: int | None) -> tuple[
-        int | None, int | None, list | None, list | None, str | None]:
-    """One partition's parsed segments (in base-offset order) -> (log start, log end,
-    records, markers, note). Markers (one per transaction) are kept when the records
-    are over ``max_records``, unless they are over it too."""
-    batches = [b for s in segments for b in s["batches"]]
-    start = batches[0][0] if batches else (segments[0]["base"] if segments else None)
-    end = batches[-1][1] + 1 if batches else (segments[-1]["base"] if segments else None)
-    records: list | None = [r for s in segments for r in s["records"]]
-    markers: list | None = [m for s in segments for m in s.get("markers", [])]
-    notes = []
-    if max_records is not None and len(records) > max_records:
-        notes.append(f"{len(records)} records, over max_records {max_records}: not kept")
-        records = None
-    if max_records is not None and len(markers) > max_records:
-        notes.append(f"{len(markers)} transaction markers, over max_records {max_records}: not kept")
-        markers = None
-    return start, end, records, markers, "; ".join(notes) or None
-
-
 # -- on the node ----------------------------------------------------------------------
-def node_kafka_version(node: Node, attempts: int = 3) -> str:
+def node_kafka_version(node: Node) -> str:
     """The Kafka version installed on the node, from its jars: DumpLogSegments' class depends
-    on it (infra.kafka_versions). A listing that names no kafka-clients jar is tried again
-    (a busy node's exec once came back empty) and then is an error, never a guess."""
-    said = "no output"
-    for attempt in range(attempts):
-        if attempt:
-            time.sleep(1.0)
-        try:
-            res = node.run(["ls", KAFKA_LIB], check=False, timeout=30)
-        except KchaosError as exc:
-            said = str(exc)
-            continue
-        version = installed_version(res.out.split())
-        if version is not None:
-            return version
+    on it (infra.kafka_versions). A listing that names no kafka-clients jar is an error,
+    never a guess."""
+    res = _read(node, ["ls", KAFKA_LIB], f"listing {KAFKA_LIB}", timeout=30)
+    version = installed_version(res.out.split()) if res.exit == 0 else None
+    if version is None:
         said = f"exit {res.exit}: {(res.err or res.out).strip()[:200] or 'no output'}"
-    raise RecordReadError(f"{node.name}: no Kafka version in {KAFKA_LIB} ({said})")
+        raise RecordReadError(f"{node.name}: no Kafka version in {KAFKA_LIB} ({said})")
+    return version
 
 
 def _dump_argv(files: Sequence[str], *flags: str, kafka_version: str = DEFAULT_KAFKA_VERSION) -> list[str]:
@@ -289,11 +76,20 @@ def _dump_argv(files: Sequence[str], *flags: str, kafka_version: str = DEFAULT_K
             "--files", ",".join(files)]
 
 
-def _run(node: Node, argv: Sequence[str], what: str, timeout: float = DUMP_TIMEOUT_S) -> str:
+def _read(node: Node, argv: Sequence[str], what: str, timeout: float,
+          short: Callable[[str], str | None] | None = None) -> CommandResult:
+    """``argv``'s result with its output whole (infra.node.run_read): a node that cannot be
+    asked, or whose output stays cut, is a RecordReadError."""
     try:
-        res = node.run(argv, check=False, timeout=timeout)
+        return run_read(node, argv, timeout, short)
     except KchaosError as exc:
         raise RecordReadError(f"{node.name}: {what}: {exc}") from exc
+
+
+def _run(node: Node, argv: Sequence[str], what: str, timeout: float = DUMP_TIMEOUT_S,
+         short: Callable[[str], str | None] | None = None) -> str:
+    """The whole stdout of a dump; a non-zero exit is an error."""
+    res = _read(node, argv, what, timeout, short)
     if res.exit != 0:
         lines = [l.strip() for l in (res.err or res.out).splitlines() if l.strip()]
         first = next((l for l in lines if "Exception" in l or "rror" in l), lines[-1] if lines else "no output")
@@ -301,31 +97,17 @@ def _run(node: Node, argv: Sequence[str], what: str, timeout: float = DUMP_TIMEO
     return res.out
 
 
-_LISTED = "kchaos-listing-end"
-
-
-def _list_files(node: Node, dirs: Sequence[str], attempts: int = 3) -> dict[str, list[tuple[str, int]]]:
-    """{dir: [(file, size)]} for the dirs that exist (missing ones are left out).
-
-    The listing ends with a mark: a node whose output came back without it (seen under
-    load: a replica listing empty, exit 0, so a node's replicas were silently left out of
-    replicas.jsonl) is asked again, and then is an error, never an empty listing."""
-    for _ in range(attempts):
-        res = node.run(["sh", "-c", f"find {shell_join(dirs)} -maxdepth 1 -type f -printf '%p %s\\n'; "
-                                    f"rc=$?; echo {_LISTED} $rc"], check=False, timeout=30)
-        lines = res.out.splitlines()
-        if res.exit == 0 and lines and lines[-1].startswith(_LISTED + " "):
-            break
-    else:
-        raise RecordReadError(f"{node.name}: listing {', '.join(dirs)} came back incomplete "
-                              f"{attempts} times (exit {res.exit}): {res.err.strip()[:300]}")
+def _list_files(node: Node, dirs: Sequence[str]) -> dict[str, list[tuple[str, int]]]:
+    """{dir: [(file, size)]} for the dirs that exist (missing ones are left out)."""
+    what = f"listing {', '.join(dirs)}"
+    res = _read(node, ["find", *dirs, "-maxdepth", "1", "-type", "f", "-printf", "%p %s\\n"], what, timeout=30)
     out: dict[str, list[tuple[str, int]]] = {}
-    for line in lines[:-1]:
+    for line in res.out.splitlines():
         path, _, size = line.rpartition(" ")
         if path and size.isdigit():
             out.setdefault(posixpath.dirname(path), []).append((path, int(size)))
-    if lines[-1] != f"{_LISTED} 0" and not out and "No such file" not in res.err:
-        raise RecordReadError(f"{node.name}: listing {', '.join(dirs)} failed: {res.err.strip()[:300]}")
+    if res.exit != 0 and not out and "No such file" not in res.err:
+        raise RecordReadError(f"{node.name}: {what} failed: {res.err.strip()[:300]}")
     return {d: sorted(files) for d, files in out.items()}
 
 
@@ -340,7 +122,7 @@ def read_metadata_log(node: Node, metadata_dir: str = METADATA_DIR) -> MetadataD
     if not segments:
         raise RecordReadError(f"{node.name}: no metadata log segments in {metadata_dir}")
     text = _run(node, _dump_argv(segments, "--cluster-metadata-decoder", kafka_version=node_kafka_version(node)),
-                "dumping the metadata log")
+                "dumping the metadata log", short=short_batch)
     return MetadataDump(node.name, parse_metadata_dump(text), segment_base(segments[0]),
                         metadata_end_offset(text), segments, snapshots, parse_log_entries(text))
 
@@ -362,7 +144,7 @@ def read_replica_logs(node: Node, topic: str, partitions: Iterable[int], max_rec
     checkpoints = [f"{d}/leader-epoch-checkpoint" for d in held.values()
                    if any(f.endswith("/leader-epoch-checkpoint") for f, _ in listing[d])]
     if checkpoints:
-        epochs_text = node.run(["grep", "-H", "", *checkpoints], check=False, timeout=30).out
+        epochs_text = _read(node, ["grep", "-H", "", *checkpoints], "reading leader-epoch-checkpoints", timeout=30).out
     by_file: dict[str, list[str]] = {}
     for line in epochs_text.splitlines():
         path, _, rest = line.partition(":")
@@ -396,7 +178,7 @@ def read_replica_logs(node: Node, topic: str, partitions: Iterable[int], max_rec
     deep = [f for p in held if p not in unprinted for f in segs[p]]
     if deep:
         parsed.update(parse_data_dump(_run(node, _dump_argv(deep, "--print-data-log", kafka_version=version),
-                                           f"dumping {topic}")))
+                                           f"dumping {topic}", short=short_batch)))
     out: dict[int, ReplicaDump] = {}
     for p, d in held.items():
         cp = f"{d}/leader-epoch-checkpoint"
@@ -428,12 +210,9 @@ def read_share_state(node: Node, data_dir: str = DATA_DIR) -> dict[int, list[dic
     """The records of every ``__share_group_state`` replica this node holds with a non-empty log,
     decoded by Kafka's own share-group-state decoder in one JVM: {state partition: records}
     (``parse_share_state_dump``). Empty when the node holds none (no share group ran)."""
-    try:
-        res = node.run(["find", data_dir, "-mindepth", "2", "-maxdepth", "2", "-path",
-                        f"*/{SHARE_STATE_TOPIC}-*/*.log", "-size", "+0"], check=False, timeout=30)
-    except KchaosError as exc:
-        raise RecordReadError(f"{node.name}: listing {SHARE_STATE_TOPIC}: {exc}") from exc
-    segs = sorted(res.out.split(), key=lambda f: (posixpath.dirname(f), segment_base(f)))
+    listed = _read(node, ["find", data_dir, "-mindepth", "2", "-maxdepth", "2", "-path",
+                          f"*/{SHARE_STATE_TOPIC}-*/*.log", "-size", "+0"], f"listing {SHARE_STATE_TOPIC}", timeout=30)
+    segs = sorted(listed.out.split(), key=lambda f: (posixpath.dirname(f), segment_base(f)))
     if not segs:
         return {}
     parsed = parse_share_state_dump(_run(node, _dump_argv(segs, "--share-group-state-decoder",

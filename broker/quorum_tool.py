@@ -16,7 +16,8 @@ from typing import Any, Sequence
 
 from broker.config import CONFIG_PATH, CONTROLLER_PORT, DATA_DIR, broker_id
 from infra.distribution import KAFKA_LIB
-from infra.node import Node
+from infra.errors import OutputLost
+from infra.node import Node, run_read
 
 QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"
 META_PROPERTIES = f"{DATA_DIR}/meta.properties"
@@ -87,16 +88,24 @@ def parse_replication(text: str) -> list[dict[str, str]]:
     return [dict(zip(names, r)) for r in rows[head + 1:] if len(r) >= len(names) and r[0].lstrip("-").isdigit()]
 
 
+def _argv(bootstrap: str, *args: str) -> list[str]:
+    return ["java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dlog4j2.level=OFF",
+            "-cp", f"{KAFKA_LIB}/*", QUORUM_TOOL, "--bootstrap-controller", bootstrap, *args]
+
+
 def _tool(node: Node, bootstrap: str, *args: str, timeout: float = TOOL_TIMEOUT_S) -> ToolAnswer:
-    res = node.run(["java", "-Xmx128m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-Dlog4j2.level=OFF",
-                    "-cp", f"{KAFKA_LIB}/*", QUORUM_TOOL, "--bootstrap-controller", bootstrap, *args],
-                   check=False, timeout=timeout)
+    res = node.run(_argv(bootstrap, *args), check=False, timeout=timeout)
     return ToolAnswer(node.name, res.exit, (res.out + "\n" + res.err).strip())
 
 
 def describe(node: Node, bootstrap: str, what: str = "status") -> ToolAnswer:
-    """``describe --status`` or ``describe --replication``, asked of the controllers at ``bootstrap``."""
-    return _tool(node, bootstrap, "describe", f"--{what}")
+    """``describe --status`` or ``describe --replication``, asked of the controllers at ``bootstrap``;
+    its output read whole (infra.node.run_read), else an answer that says it was lost (exit -1)."""
+    try:
+        res = run_read(node, _argv(bootstrap, "describe", f"--{what}"), timeout=TOOL_TIMEOUT_S)
+    except OutputLost as exc:
+        return ToolAnswer(node.name, -1, str(exc))
+    return ToolAnswer(node.name, res.exit, (res.out + "\n" + res.err).strip())
 
 
 def add_controller(node: Node, bootstrap: str) -> ToolAnswer:

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from infra.distribution import KAFKA_LIB
 from infra.errors import KchaosError
-from infra.node import Node
+from infra.node import Node, run_read
 
 TOOL_MAIN = "org.apache.kafka.tools.TransactionsCommand"
 TOOL_TIMEOUT_S = 120.0
@@ -49,7 +49,7 @@ def find_hanging(node: Node, bootstrap: str, broker_ids: Sequence[int]) -> list[
     out = []
     for b in broker_ids:
         try:
-            res = node.run(find_hanging_argv(bootstrap, b), check=False, timeout=TOOL_TIMEOUT_S)
+            res = run_read(node, find_hanging_argv(bootstrap, b), timeout=TOOL_TIMEOUT_S)
             out.append({"broker": b, "exit": res.exit, "rows": parse_find_hanging(res.out) if res.exit == 0 else [],
                         "out": res.out[-4000:], "err": res.err[-2000:]})
         except KchaosError as exc:

@@ -44,6 +44,10 @@ class NodeUnreachable(KchaosError):
     """A node (container or SSH host) cannot be reached at all."""
 
 
+class OutputLost(KchaosError):
+    """A command that only reads came back with its output cut every time it was asked."""
+
+
 class BrokerNotReady(KchaosError):
     """A broker did not become ready in time; the message carries its log tail."""
 

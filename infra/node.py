@@ -7,6 +7,7 @@ is ``shell_join`` below, used by backends that must hand a string to a shell.
 """
 from __future__ import annotations
 
+import logging
 import os
 import shlex
 import subprocess
@@ -15,9 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Protocol, Sequence, TypeVar, runtime_checkable
 
-from infra.errors import NodeCommandError
+from infra.errors import NodeCommandError, OutputLost
 
 DEFAULT_TIMEOUT_S = 60.0
+
+log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -100,6 +103,38 @@ def checked(node_name: str, argv: Sequence[str], result: CommandResult, check: b
     if check and result.exit != 0:
         raise NodeCommandError(node_name, list(map(str, argv)), result.exit, result.out, result.err)
     return result
+
+
+_BEGIN, _END = "kchaos-output-begin", "kchaos-output-end"
+
+
+def run_read(node: Node, argv: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S,
+             short: Callable[[str], str | None] | None = None, attempts: int = 3) -> CommandResult:
+    """Run a command that only reads, and make sure its stdout came back whole.
+
+    Docker sometimes loses an exec's output (moby/moby#27289, docker/docker-py#2042):
+    a listing came back empty with exit 0, so a node's replicas were silently left
+    out of replicas.jsonl, and a restarted controller's metadata dump came back with
+    batches up to offset 121 but none of its records, which read as the controllers
+    disagreeing. So the output is framed by a first and a last mark; output without
+    both, or that ``short`` finds short of what it announces (its reason, else None),
+    is read again, and then raises OutputLost: a cut output must never read as a
+    node that holds less. The result's exit is the command's own; a shell that did
+    not finish (exit 124 after ``timeout``) is returned as it is, not read again."""
+    why = ""
+    for _ in range(attempts):
+        res = node.run(["sh", "-c", f"echo {_BEGIN}; {shell_join(argv)}; echo {_END} $?"],
+                       check=False, timeout=timeout)
+        if res.exit != 0:
+            return res
+        first, _, rest = res.out.partition("\n")
+        body, mark, code = rest.rpartition(_END + " ")
+        if first != _BEGIN or not mark or not code.strip().isdigit():
+            why = f"its output came back cut ({len(res.out)} bytes)"
+        elif int(code) != 0 or short is None or not (why := short(body) or ""):
+            return CommandResult(int(code), body, res.err)
+        log.warning("%s: %s: %s; reading again", node.name, shell_join(argv)[:120], why)
+    raise OutputLost(f"{node.name}: {shell_join(argv)[:120]}: output incomplete {attempts} times: {why}")
 
 
 class LocalNode:

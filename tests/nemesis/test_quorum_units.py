@@ -7,7 +7,7 @@ import random
 import pytest
 
 from broker.config import render_properties
-from broker.log_dump import parse_log_entries
+from broker.dump_text import parse_log_entries
 from broker.quorum_tool import initial_controllers, parse_replication, parse_status
 from infra.errors import UsageError
 from nemesis.packages import build_packages, plan
