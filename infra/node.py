@@ -114,9 +114,10 @@ def run_read(node: Node, argv: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S
 
     Docker sometimes loses an exec's output (moby/moby#27289, docker/docker-py#2042):
     a listing came back empty with exit 0, so a node's replicas were silently left
-    out of replicas.jsonl, and a restarted controller's metadata dump came back with
-    batches up to offset 121 but none of its records, which read as the controllers
-    disagreeing. So the output is framed by a first and a last mark; output without
+    out of replicas.jsonl; and a restarted controller's metadata dump once came back
+    with batches up to offset 121 but none of its records (what an output that lost
+    its first lines looks like: the records are parsed under a file's "Dumping"
+    line), which read as the controllers disagreeing. So the output is framed by a first and a last mark; output without
     both, or that ``short`` finds short of what it announces (its reason, else None),
     is read again, and then raises OutputLost: a cut output must never read as a
     node that holds less. The result's exit is the command's own; a shell that did
