@@ -17,7 +17,7 @@ from typing import Any, Sequence
 from broker.config import CONFIG_PATH, CONTROLLER_PORT, DATA_DIR, broker_id
 from infra.distribution import KAFKA_LIB
 from infra.errors import OutputLost
-from infra.node import Node, run_read
+from infra.node import CommandResult, Node, run_read
 
 QUORUM_TOOL = "org.apache.kafka.tools.MetadataQuorumCommand"
 META_PROPERTIES = f"{DATA_DIR}/meta.properties"
@@ -93,19 +93,21 @@ def _argv(bootstrap: str, *args: str) -> list[str]:
             "-cp", f"{KAFKA_LIB}/*", QUORUM_TOOL, "--bootstrap-controller", bootstrap, *args]
 
 
-def _tool(node: Node, bootstrap: str, *args: str, timeout: float = TOOL_TIMEOUT_S) -> ToolAnswer:
-    res = node.run(_argv(bootstrap, *args), check=False, timeout=timeout)
+def _answer(node: Node, res: CommandResult) -> ToolAnswer:
     return ToolAnswer(node.name, res.exit, (res.out + "\n" + res.err).strip())
+
+
+def _tool(node: Node, bootstrap: str, *args: str, timeout: float = TOOL_TIMEOUT_S) -> ToolAnswer:
+    return _answer(node, node.run(_argv(bootstrap, *args), check=False, timeout=timeout))
 
 
 def describe(node: Node, bootstrap: str, what: str = "status") -> ToolAnswer:
     """``describe --status`` or ``describe --replication``, asked of the controllers at ``bootstrap``;
     its output read whole (infra.node.run_read), else an answer that says it was lost (exit -1)."""
     try:
-        res = run_read(node, _argv(bootstrap, "describe", f"--{what}"), timeout=TOOL_TIMEOUT_S)
+        return _answer(node, run_read(node, _argv(bootstrap, "describe", f"--{what}"), timeout=TOOL_TIMEOUT_S))
     except OutputLost as exc:
         return ToolAnswer(node.name, -1, str(exc))
-    return ToolAnswer(node.name, res.exit, (res.out + "\n" + res.err).strip())
 
 
 def add_controller(node: Node, bootstrap: str) -> ToolAnswer:

@@ -29,7 +29,8 @@ from .settle import MarkerOf
 from .spark_settle import writers_of
 from history.message_index import build_index, index_is_current, index_path
 from .spark_frames import Control, control_pass, partition_results, read_ops, warm_up, witness_ops
-from .spark_partition import ALL_TYPES, CHECKS, Context, unpack_sorted
+from .spark_arrays import unpack_sorted
+from .spark_partition import ALL_TYPES, CHECKS, Context
 from .spark_scan import Slice, index_slices
 from history.row_groups import Source, history_files, source
 from . import spark_txn

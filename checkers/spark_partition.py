@@ -31,14 +31,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from history.arrays import _bools, _np
+from history.arrays import _array, _bools, _np
 from history.message_index import (ACK, DRAIN_READ_OP, FAIL, FAIL_SEND_OP, INFO_SEND_OP, OK_NO_OFFSET, OK_SEND_OP,
                                    READ, READ_OP, TXN_ABORTED, TXN_FAIL_OP, TXN_INFO_OP, TXN_OK_OP, TXN_OK_READ_OP,
                                    TXN_READ_OP, TXN_UNKNOWN)
 
 from .spark_arrays import (_first_k, _groups, count_distinct, dedup_sorted, lexsort_grouped,
                            pack_sorted, rows_by, spans, unique)
-from .spark_arrays import unpack_sorted  # noqa: F401 - spark.py's, from here as before
 from .spark_chains import poll_chains
 
 OUT_SCHEMA = pa.schema([
@@ -274,7 +273,7 @@ class PartitionLog:
         col = self._producer
         if col.null_count == len(col):
             return self.proc[rows]
-        codes = pc.dictionary_encode(col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()).indices
+        codes = pc.dictionary_encode(_array(col)).indices
         code = _np(codes.take(pa.array(rows)), -1)
         sender = self.proc[rows]
         np.subtract(-2, code, out=sender, where=code >= 0)

@@ -96,13 +96,14 @@ class TaskRows:
         self.df, self.tasks = df, tasks
 
     def collect(self) -> list[Any]:
-        rows = self.df.collect()
-        data = [r for r in rows if not str(r["what"]).startswith(END_OF_TASK)]
+        data: list[Any] = []
         made: dict[int, int] = {}
-        for r in rows:
+        for r in self.df.collect():
             if str(r["what"]).startswith(END_OF_TASK):
                 _, task, n = r["what"].split()
                 made[int(task)] = int(n)
+            else:
+                data.append(r)
         if sorted(made) != list(range(self.tasks)) or sum(made.values()) != len(data):
             raise IncompleteResult(
                 f"Spark returned {len(data)} rows and the ends of {len(made)} of {self.tasks} tasks, which made "
@@ -143,7 +144,7 @@ Read = Callable[[tuple[str, ...]], pa.Table]
 
 def scan(spark: Any, src: Source, fn: Callable[[Iterator[tuple[int, Read]]], Iterator[pa.RecordBatch]],
          ddl: str, keep: Callable[[Group], bool] | None = None) -> TaskRows:
-    """A DataFrame (schema ``ddl``) of what ``fn`` yields for the (place in
+    """The rows (schema ``ddl``; ``TaskRows``) of what ``fn`` yields for the (place in
     ``src.groups``, reader of its columns) of each task's row groups, in file
     order. Row groups are dealt to a task per slot, by size."""
     groups = [(i, g) for i, g in enumerate(src.groups) if keep is None or keep(g)]

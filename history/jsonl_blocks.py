@@ -59,6 +59,12 @@ def read_json(buf: pa.Buffer | bytes, schema: pa.Schema, unexpected: str) -> pa.
         raise Unsupported(f"json reader: {str(e)[:200]}") from None
 
 
+def text_offsets(texts: pa.Array) -> np.ndarray:
+    """Where each text of a large_string (or large_binary) array starts in its
+    data buffer, and where the last ends: len(texts) + 1 int64s, no copy."""
+    return np.frombuffer(texts.buffers()[1], np.int64)[texts.offset:texts.offset + len(texts) + 1]
+
+
 def to_numpy(col: pa.ChunkedArray | pa.Array, fill: Any = None) -> np.ndarray:
     """A column as a numpy array, nulls replaced by ``fill`` when given (else
     kept as the numpy conversion has them)."""
@@ -168,7 +174,7 @@ def value_texts(lines: pa.LargeStringArray) -> pa.LargeStringArray:
     n = len(lines)
     if not n:
         return pc.struct_field(pc.extract_regex(lines, _VALUE_RE), "v")
-    offs = np.frombuffer(lines.buffers()[1], np.int64)[lines.offset:lines.offset + n + 1]
+    offs = text_offsets(lines)
     data = np.frombuffer(lines.buffers()[2], np.uint8)
     pos = to_numpy(pc.find_substring(lines.view(pa.large_binary()), _VALUE_KEY))
     line_end = offs[1:]
@@ -217,7 +223,7 @@ def _has_whitespace(texts: pa.LargeStringArray) -> bool:
     buf = texts.buffers()[2]
     if buf is None:
         return False
-    offs = np.frombuffer(texts.buffers()[1], np.int64)[texts.offset:texts.offset + len(texts) + 1]
+    offs = text_offsets(texts)
     raw = buf.slice(int(offs[0]), int(offs[-1] - offs[0])).to_pybytes()     # one copy, of the texts' bytes only
     return any(c in raw for c in (b" ", b"\t", b"\r"))
 
@@ -250,7 +256,7 @@ def _list_ends(data: np.ndarray, start: np.ndarray, line_end: np.ndarray) -> np.
 def parse_lines(body: bytes) -> ParsedLines:
     """The per-line reading of a block: no pairing, so it runs ahead of it."""
     lines = _split_lines(body)
-    blank = np.diff(np.frombuffer(lines.buffers()[1], np.int64)[:len(lines) + 1]) <= 1   # "\n" alone
+    blank = np.diff(text_offsets(lines)) <= 1   # "\n" alone
     if blank.any():
         lines = lines.filter(pa.array(~blank))
     n = len(lines)

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from history.jsonl_blocks import Unsupported, read_json, to_numpy
+from history.jsonl_blocks import Unsupported, read_json, text_offsets, to_numpy
 from history.paired import MESSAGE_TYPE
 
 MessageColumns = tuple[pa.Array, pa.Array, pa.Array]     # messages, partitions, partition_starts
@@ -30,7 +30,7 @@ def _joined(texts: pa.Array) -> pa.Buffer:
         wrapped = wrapped.combine_chunks()
     if wrapped.type != pa.large_string():
         wrapped = pc.cast(wrapped, pa.large_string())
-    offsets = np.frombuffer(wrapped.buffers()[1], np.int64)[wrapped.offset:wrapped.offset + len(wrapped) + 1]
+    offsets = text_offsets(wrapped)
     return wrapped.buffers()[2][int(offsets[0]):int(offsets[-1])]
 
 

@@ -117,11 +117,12 @@ def run_read(node: Node, argv: Sequence[str], timeout: float = DEFAULT_TIMEOUT_S
     out of replicas.jsonl; and a restarted controller's metadata dump once came back
     with batches up to offset 121 but none of its records (what an output that lost
     its first lines looks like: the records are parsed under a file's "Dumping"
-    line), which read as the controllers disagreeing. So the output is framed by a first and a last mark; output without
-    both, or that ``short`` finds short of what it announces (its reason, else None),
-    is read again, and then raises OutputLost: a cut output must never read as a
-    node that holds less. The result's exit is the command's own; a shell that did
-    not finish (exit 124 after ``timeout``) is returned as it is, not read again."""
+    line), which read as the controllers disagreeing. So the output is framed by a
+    first and a last mark; output without both, or that ``short`` finds short of
+    what it announces (its reason, else None), is read again, and then raises
+    OutputLost: a cut output must never read as a node that holds less. The
+    result's exit is the command's own; a shell that did not finish (exit 124
+    after ``timeout``) is returned as it is, not read again."""
     why = ""
     for _ in range(attempts):
         res = node.run(["sh", "-c", f"echo {_BEGIN}; {shell_join(argv)}; echo {_END} $?"],

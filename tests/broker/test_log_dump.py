@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 from broker.dump_text import (RecordReadError, combine_segments, metadata_end_offset, parse_data_dump,
-                              parse_epoch_checkpoint, parse_metadata_dump, parse_share_state_dump, short_batch,
-                              type_name)
+                              parse_epoch_checkpoint, parse_metadata_dump, parse_share_state_dump, type_name)
 from broker.log_dump import MetadataDump
 
 FIXTURES = Path(__file__).parent / "fixtures"
